@@ -1,0 +1,159 @@
+//! The `rein` command line: `run` starts the server; `config`, `status` talk to a running one.
+
+mod client;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::control::ControlAddr;
+
+/// Exit codes shared by every command.
+pub mod exit {
+    /// The server or the API refused: bad configuration, failed start.
+    pub const FAILED: u8 = 1;
+    /// The control socket could not be reached.
+    pub const UNREACHABLE: u8 = 3;
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "rein", version, about = "A web application server configured live as one JSON document")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the server in the foreground.
+    Run(RunArgs),
+    /// Read or change the configuration of a running server.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Show a running server's status (connections, requests, listeners).
+    Status(ControlArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ControlArgs {
+    /// The control API address: unix:PATH or IP:PORT [default: unix:STATE/control.sock]
+    #[arg(long, env = "REIN_CONTROL", global = true)]
+    control: Option<ControlAddr>,
+    /// The state directory (saved configuration, control socket)
+    #[arg(long, env = "REIN_STATE", global = true)]
+    state: Option<PathBuf>,
+}
+
+impl ControlArgs {
+    fn state_dir(&self) -> PathBuf {
+        self.state.clone().unwrap_or_else(default_state_dir)
+    }
+
+    fn control_addr(&self) -> ControlAddr {
+        self.control
+            .clone()
+            .unwrap_or_else(|| ControlAddr::Unix(self.state_dir().join("control.sock")))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Start with this configuration file (JSON) instead of the saved one; SIGHUP re-reads it
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Append rein's own log here instead of standard error
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Write rein's process id to this file
+    #[arg(long)]
+    pid: Option<PathBuf>,
+    /// Seconds to let in-flight requests finish on SIGTERM, SIGINT or SIGQUIT
+    #[arg(long, default_value_t = 30.0)]
+    stop_timeout: f64,
+    #[command(flatten)]
+    control: ControlArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the configuration, or the value at PATH (e.g. listeners/*:8080)
+    Get {
+        path: Option<String>,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+    /// Replace the value at PATH with the JSON in FILE (`-` reads standard input)
+    Set {
+        path: String,
+        file: PathBuf,
+        /// Only validate; change nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Refuse the change if the configuration's ETag is no longer this one
+        #[arg(long)]
+        if_match: Option<String>,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+    /// Delete the value at PATH
+    Delete {
+        path: String,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+}
+
+/// `$XDG_STATE_HOME/rein`, else `~/.local/state/rein`, else `./rein-state`.
+fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("rein");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/state/rein"),
+        None => PathBuf::from("rein-state"),
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Status(control) => client::show(&control.control_addr(), "/status"),
+        Command::Config(cmd) => config(cmd),
+    }
+}
+
+fn config(cmd: ConfigCommand) -> ExitCode {
+    match cmd {
+        ConfigCommand::Get { path, control } => {
+            client::show(&control.control_addr(), &config_path(path.as_deref().unwrap_or("")))
+        }
+        ConfigCommand::Set {
+            path,
+            file,
+            dry_run,
+            if_match,
+            control,
+        } => {
+            let mut target = config_path(&path);
+            if dry_run {
+                target.push_str("?dry_run");
+            }
+            client::put(&control.control_addr(), &target, &file, if_match.as_deref())
+        }
+        ConfigCommand::Delete { path, control } => {
+            client::send(&control.control_addr(), http::Method::DELETE, &config_path(&path), None, None)
+        }
+    }
+}
+
+fn config_path(path: &str) -> String {
+    let path = path.trim_matches('/');
+    if path.is_empty() {
+        "/config".to_owned()
+    } else {
+        format!("/config/{path}")
+    }
+}

@@ -1,0 +1,160 @@
+//! `rein run`: start from a configuration, serve until a signal says stop.
+//!
+//! The first configuration comes from `--config` if given, else from the state directory, else the embedded
+//! default. SIGHUP re-reads `--config` through the same validation as the API; SIGTERM, SIGINT and SIGQUIT stop
+//! accepting, let in-flight requests finish (up to `--stop-timeout`), and exit.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use super::{RunArgs, exit};
+use crate::config::DEFAULT_CONFIG;
+use crate::control::ControlListener;
+use crate::engine::{ChangeOptions, Engine};
+use crate::server::Server;
+use crate::state::StateDir;
+
+pub fn run(args: RunArgs) -> ExitCode {
+    if let Err(e) = init_logging(args.log.as_deref()) {
+        eprintln!("rein: cannot open the log {}: {e}", args.log.as_deref().unwrap_or(Path::new("")).display());
+        return ExitCode::from(exit::FAILED);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => fail(message),
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    tracing::error!("{message}");
+    eprintln!("rein: {message}");
+    ExitCode::from(exit::FAILED)
+}
+
+async fn serve(args: RunArgs) -> Result<(), String> {
+    let state_dir = args.control.state_dir();
+    let state = StateDir::open(&state_dir)
+        .map_err(|e| format!("cannot use the state directory {}: {e}", state_dir.display()))?;
+    let doc = initial_document(args.config.as_deref(), &state)?;
+    let control_addr = args.control.control_addr();
+    let control = ControlListener::bind(&control_addr)
+        .await
+        .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
+    let engine = Engine::start(Server::new(), Some(state), doc)
+        .await
+        .map_err(|e| format!("cannot start with this configuration: {e}"))?;
+    let engine = Arc::new(engine);
+    if let Some(pid) = &args.pid {
+        std::fs::write(pid, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write the pid file {}: {e}", pid.display()))?;
+    }
+    let stop = CancellationToken::new();
+    let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
+    tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
+    wait_for_stop(&engine, args.config.as_deref()).await?;
+
+    tracing::info!("stopping: no new connections; letting requests in flight finish");
+    let drained = engine
+        .server()
+        .shutdown(Duration::from_secs_f64(args.stop_timeout.max(0.0)))
+        .await;
+    if !drained {
+        tracing::warn!("stop timeout reached with requests still in flight");
+    }
+    stop.cancel();
+    let _ = control_task.await;
+    if let Some(pid) = &args.pid {
+        let _ = std::fs::remove_file(pid);
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `--config` wins; else the saved configuration; else the embedded default.
+fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, String> {
+    if let Some(path) = config {
+        return read_config(path);
+    }
+    match state.load().map_err(|e| e.to_string())? {
+        Some(doc) => {
+            tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
+            Ok(doc)
+        }
+        None => serde_json::from_str(DEFAULT_CONFIG).map_err(|e| format!("embedded default: {e}")),
+    }
+}
+
+fn read_config(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+}
+
+/// Serves signals until one asks to stop; SIGHUP reloads `--config` on the way.
+async fn wait_for_stop(engine: &Engine, config: Option<&Path>) -> Result<(), String> {
+    let sig = |kind| signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"));
+    let (mut term, mut int, mut quit, mut hup) = (
+        sig(SignalKind::terminate())?,
+        sig(SignalKind::interrupt())?,
+        sig(SignalKind::quit())?,
+        sig(SignalKind::hangup())?,
+    );
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = quit.recv() => return Ok(()),
+            _ = hup.recv() => reload(engine, config).await,
+        }
+    }
+}
+
+async fn reload(engine: &Engine, config: Option<&Path>) {
+    let Some(path) = config else {
+        tracing::info!("SIGHUP: no --config file to re-read");
+        return;
+    };
+    let doc = match read_config(path) {
+        Ok(doc) => doc,
+        Err(e) => {
+            tracing::error!("SIGHUP: {e}; the configuration is unchanged");
+            return;
+        }
+    };
+    let result = engine
+        .change(
+            |d| {
+                *d = doc;
+                Ok(())
+            },
+            ChangeOptions::default(),
+        )
+        .await;
+    match result {
+        Ok(outcome) => tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read"),
+        Err(e) => tracing::error!("SIGHUP: {e}; the configuration is unchanged"),
+    }
+}
+
+fn init_logging(file: Option<&Path>) -> std::io::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            builder.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init();
+        }
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}

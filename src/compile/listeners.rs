@@ -1,0 +1,86 @@
+//! `listeners`: addresses (`*:8080`, `127.0.0.1:8080`, `[::1]:8080`, `unix:/path`) and where they pass.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::routes::compile_pass;
+use crate::config::walk::{integer, known_keys, object};
+use crate::config::{ConfigError, JsonPath};
+use crate::snapshot::{ListenAddr, Listener, Pass};
+
+/// Listeners as compiled, still keyed by the user's names so passes can be checked with their paths.
+#[derive(Default)]
+pub struct Compiled {
+    pub by_name: BTreeMap<String, (ListenAddr, Pass, i32)>,
+}
+
+impl Compiled {
+    pub fn into_map(self) -> BTreeMap<ListenAddr, Listener> {
+        self.by_name
+            .into_iter()
+            .map(|(name, (addr, pass, backlog))| {
+                (
+                    addr,
+                    Listener {
+                        name,
+                        pass,
+                        backlog,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+pub fn compile(v: &Value, path: &JsonPath) -> Result<Compiled, ConfigError> {
+    let mut out = Compiled::default();
+    let mut seen: BTreeMap<ListenAddr, String> = BTreeMap::new();
+    for (name, listener) in object(v, path)? {
+        let lpath = path.key(name);
+        let addr = parse_addr(name).map_err(|m| lpath.error(m))?;
+        if let Some(other) = seen.insert(addr.clone(), name.clone()) {
+            return Err(lpath.error(format!("the same address as listener \"{other}\"")));
+        }
+        let (pass, backlog) = compile_listener(listener, &lpath)?;
+        out.by_name.insert(name.clone(), (addr, pass, backlog));
+    }
+    Ok(out)
+}
+
+fn compile_listener(v: &Value, path: &JsonPath) -> Result<(Pass, i32), ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["pass", "backlog"], path)?;
+    let pass = map
+        .get("pass")
+        .ok_or_else(|| path.error("a listener needs a \"pass\""))?;
+    let pass = compile_pass(pass, &path.key("pass"))?;
+    let backlog = match map.get("backlog") {
+        Some(b) => integer(b, &path.key("backlog"), i32::MAX as u64)? as i32,
+        None => 511,
+    };
+    Ok((pass, backlog))
+}
+
+/// Parses a listener key as Unit writes it; `*` means every IPv4 address.
+pub fn parse_addr(name: &str) -> Result<ListenAddr, String> {
+    if let Some(path) = name.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err("a Unix socket listener needs an absolute path, as in \"unix:/run/app.sock\"".into());
+        }
+        return Ok(ListenAddr::Unix(PathBuf::from(path)));
+    }
+    if let Some(port) = name.strip_prefix("*:") {
+        let port = port.parse::<u16>().map_err(|_| bad_addr())?;
+        return Ok(ListenAddr::Tcp(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))));
+    }
+    name.parse::<SocketAddr>()
+        .map(ListenAddr::Tcp)
+        .map_err(|_| bad_addr())
+}
+
+fn bad_addr() -> String {
+    "not a listener address; expected \"*:PORT\", \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\"".into()
+}

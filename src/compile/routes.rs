@@ -1,0 +1,337 @@
+//! `routes` and their actions: steps with `match` and one of `pass`, `share`, `proxy` or `return`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use http::{HeaderName, StatusCode};
+use serde_json::{Map, Value};
+
+use crate::config::walk::{boolean, integer, known_keys, object, string, strings, type_name};
+use crate::config::{ConfigError, JsonPath};
+use crate::route::matcher::Match;
+use crate::route::pattern::PatternSet;
+use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Route, Share, Step};
+use crate::vars::Template;
+
+/// Every fixed `pass` found in the routes, with its path, for checks that need the whole document.
+pub type Passes = Vec<(Pass, JsonPath)>;
+
+const ACTION_KEYS: &[&str] = &[
+    "pass",
+    "share",
+    "proxy",
+    "return",
+    "location",
+    "fallback",
+    "index",
+    "chroot",
+    "follow_symlinks",
+    "traverse_mounts",
+    "types",
+    "rewrite",
+    "response_headers",
+];
+const SHARE_ONLY: &[&str] = &[
+    "fallback",
+    "index",
+    "chroot",
+    "follow_symlinks",
+    "traverse_mounts",
+    "types",
+];
+
+/// Compiles `routes`: an array (stored under the name `""`) or an object of named arrays.
+pub fn compile(
+    v: &Value,
+    path: &JsonPath,
+) -> Result<(HashMap<String, Arc<Route>>, Passes), ConfigError> {
+    let mut passes = Vec::new();
+    let mut routes = HashMap::new();
+    match v {
+        Value::Array(_) => {
+            routes.insert(String::new(), Arc::new(route(v, path, &mut passes)?));
+        }
+        Value::Object(map) => {
+            for (name, steps) in map {
+                let r = route(steps, &path.key(name), &mut passes)?;
+                routes.insert(name.clone(), Arc::new(r));
+            }
+        }
+        other => {
+            return Err(path.error(format!(
+                "must be an array of steps or an object of named routes, not {}",
+                type_name(other)
+            )));
+        }
+    }
+    Ok((routes, passes))
+}
+
+fn route(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Route, ConfigError> {
+    let Value::Array(items) = v else {
+        return Err(path.error(format!("a route must be an array of steps, not {}", type_name(v))));
+    };
+    let steps = items
+        .iter()
+        .enumerate()
+        .map(|(i, step_v)| step(step_v, &path.index(i), passes))
+        .collect::<Result<_, _>>()?;
+    Ok(Route { steps })
+}
+
+fn step(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Step, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["match", "action"], path)?;
+    let matcher = match map.get("match") {
+        Some(m) => Some(Match::compile(m, &path.key("match"))?),
+        None => None,
+    };
+    let action_v = map
+        .get("action")
+        .ok_or_else(|| path.error("a route step needs an \"action\""))?;
+    let action = action(action_v, &path.key("action"), passes)?;
+    Ok(Step { matcher, action })
+}
+
+/// Compiles an action object (also used for a share's `fallback`).
+pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, ACTION_KEYS, path)?;
+    let present: Vec<&str> = ["pass", "share", "proxy", "return"]
+        .into_iter()
+        .filter(|k| map.contains_key(*k))
+        .collect();
+    let kind = match present.as_slice() {
+        ["pass"] => {
+            let pass_path = path.key("pass");
+            let pass = compile_pass(&map["pass"], &pass_path)?;
+            if let Pass::Fixed(target) = &pass {
+                passes.push((Pass::Fixed(target.clone()), pass_path));
+            }
+            ActionKind::Pass(pass)
+        }
+        ["share"] => ActionKind::Share(Box::new(share(map, path, passes)?)),
+        ["proxy"] => ActionKind::Proxy(proxy(&map["proxy"], &path.key("proxy"))?),
+        ["return"] => return_action(map, path)?,
+        [] => return Err(path.error("needs one of \"pass\", \"share\", \"proxy\" or \"return\"")),
+        _ => return Err(path.error(format!("has more than one of {}", present.join(", ")))),
+    };
+    if !matches!(kind, ActionKind::Share(_)) {
+        if let Some(k) = SHARE_ONLY.iter().find(|k| map.contains_key(**k)) {
+            return Err(path.key(k).error("is only valid with \"share\""));
+        }
+    }
+    if !matches!(kind, ActionKind::Return { .. }) && map.contains_key("location") {
+        return Err(path.key("location").error("is only valid with \"return\""));
+    }
+    let rewrite = match map.get("rewrite") {
+        Some(r) => Some(template(r, &path.key("rewrite"))?),
+        None => None,
+    };
+    let response_headers = match map.get("response_headers") {
+        Some(h) => response_headers(h, &path.key("response_headers"))?,
+        None => Vec::new(),
+    };
+    Ok(Action {
+        kind,
+        rewrite,
+        response_headers,
+    })
+}
+
+fn return_action(map: &Map<String, Value>, path: &JsonPath) -> Result<ActionKind, ConfigError> {
+    let rpath = path.key("return");
+    let code = integer(&map["return"], &rpath, 999)?;
+    let status = StatusCode::from_u16(code as u16)
+        .map_err(|_| rpath.error("must be an HTTP status code from 100 to 999"))?;
+    let location = match map.get("location") {
+        Some(l) => Some(template(l, &path.key("location"))?),
+        None => None,
+    };
+    Ok(ActionKind::Return { status, location })
+}
+
+fn share(map: &Map<String, Value>, path: &JsonPath, passes: &mut Passes) -> Result<Share, ConfigError> {
+    let spath = path.key("share");
+    let paths = strings(&map["share"], &spath)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let p = if matches!(map["share"], Value::Array(_)) { spath.index(i) } else { spath.clone() };
+            template_str(s, &p)
+        })
+        .collect::<Result<_, _>>()?;
+    let index = match map.get("index") {
+        Some(i) => string(i, &path.key("index"))?.to_owned(),
+        None => "index.html".to_owned(),
+    };
+    let chroot = match map.get("chroot") {
+        Some(c) => Some(template(c, &path.key("chroot"))?),
+        None => None,
+    };
+    let flag = |key: &str| -> Result<bool, ConfigError> {
+        map.get(key).map_or(Ok(true), |b| boolean(b, &path.key(key)))
+    };
+    let types = match map.get("types") {
+        Some(t) => Some(PatternSet::compile(t, &path.key("types"), true)?),
+        None => None,
+    };
+    let fallback = match map.get("fallback") {
+        Some(f) => Some(Box::new(action(f, &path.key("fallback"), passes)?)),
+        None => None,
+    };
+    Ok(Share {
+        paths,
+        index,
+        chroot,
+        follow_symlinks: flag("follow_symlinks")?,
+        traverse_mounts: flag("traverse_mounts")?,
+        types,
+        fallback,
+    })
+}
+
+/// Unit's proxy targets: `http://IPv4:PORT`, `http://[IPv6]:PORT` or `http://unix:/path`.
+fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
+    let s = string(v, path)?;
+    let rest = s
+        .strip_prefix("http://")
+        .ok_or_else(|| path.error("must start with \"http://\""))?;
+    let valid = match rest.strip_prefix("unix:") {
+        Some(sock) => sock.starts_with('/'),
+        None => rest.parse::<std::net::SocketAddr>().is_ok(),
+    };
+    if !valid {
+        return Err(path.error("must be \"http://IP:PORT\", \"http://[IPv6]:PORT\" or \"http://unix:/PATH\""));
+    }
+    Ok(s.to_owned())
+}
+
+fn response_headers(
+    v: &Value,
+    path: &JsonPath,
+) -> Result<Vec<(HeaderName, Option<Template>)>, ConfigError> {
+    let mut out = Vec::new();
+    for (name, value) in object(v, path)? {
+        let hpath = path.key(name);
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| hpath.error("is not a valid header name"))?;
+        let value = match value {
+            Value::Null => None,
+            other => Some(template(other, &hpath)?),
+        };
+        out.push((header, value));
+    }
+    Ok(out)
+}
+
+/// Compiles a `pass` value; one with variables is resolved per request.
+pub fn compile_pass(v: &Value, path: &JsonPath) -> Result<Pass, ConfigError> {
+    let s = string(v, path)?;
+    if s.contains('$') {
+        return Ok(Pass::Dynamic(Template::compile(s, path)?));
+    }
+    parse_pass(s).map(Pass::Fixed).ok_or_else(|| {
+        path.error(format!(
+            "\"{s}\" is not a destination; expected \"routes\", \"routes/NAME\", \"applications/NAME\" or \"upstreams/NAME\""
+        ))
+    })
+}
+
+/// Parses a destination string; also used at request time for passes with variables.
+pub fn parse_pass(s: &str) -> Option<PassTarget> {
+    let mut parts = s.splitn(3, '/');
+    let section = parts.next()?;
+    let name = parts.next();
+    let rest = parts.next();
+    match (section, name, rest) {
+        ("routes", None, None) => Some(PassTarget::Route(String::new())),
+        ("routes", Some(n), None) if !n.is_empty() => Some(PassTarget::Route(n.to_owned())),
+        // `applications/NAME/TARGET` names one of an application's targets.
+        ("applications", Some(n), _) if !n.is_empty() => Some(PassTarget::Application(n.to_owned())),
+        ("upstreams", Some(n), None) if !n.is_empty() => Some(PassTarget::Upstream(n.to_owned())),
+        _ => None,
+    }
+}
+
+fn template(v: &Value, path: &JsonPath) -> Result<Template, ConfigError> {
+    template_str(string(v, path)?, path)
+}
+
+fn template_str(s: &str, path: &JsonPath) -> Result<Template, ConfigError> {
+    Template::compile(s, path)
+}
+
+/// The names a fixed `pass` may point at.
+pub struct Targets<'a> {
+    pub routes: &'a HashMap<String, Arc<Route>>,
+    pub applications: &'a BTreeSet<String>,
+    pub upstreams: &'a BTreeSet<String>,
+}
+
+impl Targets<'_> {
+    pub fn check(&self, pass: &Pass, path: &JsonPath) -> Result<(), ConfigError> {
+        let Pass::Fixed(target) = pass else {
+            return Ok(());
+        };
+        let (exists, what) = match target {
+            PassTarget::Route(n) => (self.routes.contains_key(n), route_label(n)),
+            PassTarget::Application(n) => (self.applications.contains(n), format!("application \"{n}\"")),
+            PassTarget::Upstream(n) => (self.upstreams.contains(n), format!("upstream \"{n}\"")),
+        };
+        if exists {
+            Ok(())
+        } else {
+            Err(path.error(format!("{what} does not exist")))
+        }
+    }
+}
+
+fn route_label(name: &str) -> String {
+    if name.is_empty() {
+        "the route array \"routes\"".to_owned()
+    } else {
+        format!("route \"{name}\"")
+    }
+}
+
+/// Rejects a route that can pass back to itself: such a request would loop forever.
+pub fn check_cycles(routes: &HashMap<String, Arc<Route>>, passes: &Passes) -> Result<(), ConfigError> {
+    let edges = |name: &str| -> Vec<(String, JsonPath)> {
+        let prefix = if name.is_empty() { "routes/".to_owned() } else { format!("routes/{name}/") };
+        passes
+            .iter()
+            .filter(|(_, p)| p.as_str().starts_with(&prefix) && belongs_to(p.as_str(), name, routes))
+            .filter_map(|(pass, p)| match pass {
+                Pass::Fixed(PassTarget::Route(to)) => Some((to.clone(), p.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    for start in routes.keys() {
+        let mut stack = vec![(start.clone(), 0usize)];
+        let mut seen = BTreeSet::new();
+        while let Some((node, depth)) = stack.pop() {
+            for (to, p) in edges(&node) {
+                if &to == start {
+                    return Err(p.error(format!("passing to {} makes a loop", route_label(&to))));
+                }
+                if seen.insert(to.clone()) && depth < routes.len() {
+                    stack.push((to, depth + 1));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a pass found at `path` sits inside route `name` (named routes' paths start with their name;
+/// the array form's paths start with an index).
+fn belongs_to(path: &str, name: &str, routes: &HashMap<String, Arc<Route>>) -> bool {
+    let rest = &path["routes/".len()..];
+    if name.is_empty() {
+        routes.len() == 1 && rest.split('/').next().is_some_and(|s| s.parse::<usize>().is_ok())
+    } else {
+        rest.starts_with(&format!("{name}/"))
+    }
+}

@@ -1,0 +1,113 @@
+//! `settings.http` (timeouts, limits, static MIME types) and `access_log`.
+
+use serde_json::Value;
+
+use crate::config::walk::{boolean, integer, known_keys, object, seconds, string};
+use crate::config::{ConfigError, JsonPath};
+use crate::share::MimeTypes;
+use crate::snapshot::{AccessLog, HttpSettings};
+use crate::vars::Template;
+
+/// Unit's default access log format (the Combined Log Format).
+pub const DEFAULT_LOG_FORMAT: &str = "$remote_addr - - [$time_local] \"$request_line\" $status $body_bytes_sent \"$header_referer\" \"$header_user_agent\"";
+
+const HTTP_KEYS: &[&str] = &[
+    "header_read_timeout",
+    "body_read_timeout",
+    "send_timeout",
+    "idle_timeout",
+    "max_body_size",
+    "static",
+    "discard_unsafe_fields",
+    "server_version",
+    "log_route",
+];
+
+pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["http"], path)?;
+    let mut out = HttpSettings::default();
+    let Some(http) = map.get("http") else {
+        return Ok(out);
+    };
+    let hpath = path.key("http");
+    let http = object(http, &hpath)?;
+    known_keys(http, HTTP_KEYS, &hpath)?;
+    for (key, value) in http {
+        let p = hpath.key(key);
+        match key.as_str() {
+            "header_read_timeout" => out.header_read_timeout = seconds(value, &p)?,
+            "body_read_timeout" => out.body_read_timeout = seconds(value, &p)?,
+            "send_timeout" => out.send_timeout = seconds(value, &p)?,
+            "idle_timeout" => out.idle_timeout = seconds(value, &p)?,
+            "max_body_size" => out.max_body_size = integer(value, &p, u64::MAX)?,
+            "discard_unsafe_fields" => out.discard_unsafe_fields = boolean(value, &p)?,
+            "server_version" => out.server_version = boolean(value, &p)?,
+            "log_route" => out.log_route = boolean(value, &p)?,
+            "static" => out.mime_types = static_settings(value, &p)?,
+            _ => unreachable!("known_keys checked the key"),
+        }
+    }
+    Ok(out)
+}
+
+fn static_settings(v: &Value, path: &JsonPath) -> Result<MimeTypes, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["mime_types"], path)?;
+    match map.get("mime_types") {
+        Some(m) => MimeTypes::compile(m, &path.key("mime_types")),
+        None => Ok(MimeTypes::default()),
+    }
+}
+
+/// `access_log`: a path, or `{"path": ..., "format": ..., "if": ...}`.
+pub fn access_log(v: &Value, path: &JsonPath) -> Result<AccessLog, ConfigError> {
+    let (file, format, condition) = match v {
+        Value::String(s) => (s.as_str(), None, None),
+        _ => {
+            let map = object(v, path)?;
+            known_keys(map, &["path", "format", "if"], path)?;
+            let file = map
+                .get("path")
+                .ok_or_else(|| path.error("needs a \"path\""))?;
+            let format = map.get("format").map(|f| (f, path.key("format")));
+            let condition = map.get("if").map(|c| (c, path.key("if")));
+            (string(file, &path.key("path"))?, format, condition)
+        }
+    };
+    if !file.starts_with('/') {
+        return Err(path.error("the log path must be absolute"));
+    }
+    let format = match format {
+        Some((f, p)) => Template::compile(string(f, &p)?, &p)?,
+        None => Template::compile(DEFAULT_LOG_FORMAT, path)?,
+    };
+    let condition = match condition {
+        Some((c, p)) => Some(LogCondition::compile(string(c, &p)?, &p)?),
+        None => None,
+    };
+    Ok(AccessLog {
+        path: file.into(),
+        format,
+        condition,
+    })
+}
+
+/// Unit's `access_log.if`: a template whose value, empty or `0`, suppresses the line; `!` inverts it.
+pub struct LogCondition {
+    pub negate: bool,
+    pub template: Template,
+}
+
+impl LogCondition {
+    fn compile(s: &str, path: &JsonPath) -> Result<Self, ConfigError> {
+        let (negate, rest) = match s.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        Ok(LogCondition {
+            negate,
+            template: Template::compile(rest, path)?,
+        })
+    }
+}

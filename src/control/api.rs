@@ -1,0 +1,187 @@
+//! Control API requests: Unit's paths and answers, plus ETag/If-Match and dry runs.
+//!
+//! `GET|PUT|POST|DELETE /config[/path]` read and change the document, `GET /status[/path]` reads counters,
+//! `GET /` both. Writes accept `If-Match` (412 when stale) and `?dry_run` (validate, apply nothing).
+
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use crate::body::{self, Body};
+use crate::config::pointer::{self, EditError};
+use crate::engine::{ChangeError, ChangeOptions, Changed, Engine};
+
+/// The largest document the API takes in one request.
+const MAX_DOCUMENT: usize = 16 * 1024 * 1024;
+
+pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
+    let path = req.uri().path().to_owned();
+    let (section, rest) = match path.trim_start_matches('/').split_once('/') {
+        Some((s, r)) => (s.to_owned(), r.to_owned()),
+        None => (path.trim_start_matches('/').to_owned(), String::new()),
+    };
+    match (section.as_str(), req.method()) {
+        ("config", _) => config(req, &rest, engine).await,
+        ("status", &Method::GET) => status(&rest, engine).await,
+        ("", &Method::GET) => {
+            let (doc, etag) = engine.read(Value::clone).await;
+            let status = status_json(engine).await;
+            with_etag(answer(StatusCode::OK, &json!({"config": doc, "status": status})), &etag)
+        }
+        ("status" | "", _) => fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None),
+        _ => fail(StatusCode::NOT_FOUND, "Invalid path.", None),
+    }
+}
+
+async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response<Body> {
+    let segs = match pointer::segments(rest) {
+        Ok(s) => s,
+        Err(e) => return edit_error(e),
+    };
+    let method = req.method().clone();
+    if method == Method::GET {
+        let (found, etag) = engine.read(|doc| pointer::get(doc, &segs).cloned()).await;
+        return match found {
+            Some(v) => with_etag(answer(StatusCode::OK, &v), &etag),
+            None => edit_error(EditError::NotFound),
+        };
+    }
+    let dry_run = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "dry_run" || p == "dry_run=1" || p == "dry_run=true"));
+    let if_match = req
+        .headers()
+        .get(header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let opts = ChangeOptions {
+        if_match: if_match.as_deref(),
+        dry_run,
+    };
+    let result = match method {
+        Method::PUT | Method::POST => {
+            let value = match read_json(req).await {
+                Ok(v) => v,
+                Err(r) => return r,
+            };
+            if method == Method::PUT {
+                engine.change(|doc| pointer::put(doc, &segs, value), opts).await
+            } else {
+                engine.change(|doc| pointer::post(doc, &segs, value), opts).await
+            }
+        }
+        Method::DELETE => engine.change(|doc| pointer::delete(doc, &segs), opts).await,
+        _ => return fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None),
+    };
+    let (_, etag) = engine.read(|_| ()).await;
+    match result {
+        Ok(Changed::Valid) => answer(StatusCode::OK, &json!({"success": "Configuration is valid."})),
+        Ok(Changed::Applied | Changed::Unchanged) => {
+            with_etag(answer(StatusCode::OK, &json!({"success": "Reconfiguration done."})), &etag)
+        }
+        Err(e) => change_error(e),
+    }
+}
+
+async fn read_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
+    let bytes = match Limited::new(req.into_body(), MAX_DOCUMENT).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return Err(fail(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "The document is too large or could not be read.",
+                None,
+            ));
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let detail = format!("{e} (line {}, column {})", e.line(), e.column());
+        fail(StatusCode::BAD_REQUEST, "Invalid JSON.", Some(detail))
+    })
+}
+
+async fn status(rest: &str, engine: &Engine) -> Response<Body> {
+    let doc = status_json(engine).await;
+    let segs = match pointer::segments(rest) {
+        Ok(s) => s,
+        Err(e) => return edit_error(e),
+    };
+    match pointer::get(&doc, &segs) {
+        Some(v) => answer(StatusCode::OK, v),
+        None => edit_error(EditError::NotFound),
+    }
+}
+
+async fn status_json(engine: &Engine) -> Value {
+    let server = engine.server();
+    let mut doc = server.shared().counters.to_json();
+    let listeners: serde_json::Map<String, Value> = server
+        .bound_addresses()
+        .await
+        .into_iter()
+        .map(|(name, addr)| (name, json!({"address": addr})))
+        .collect();
+    doc["listeners"] = Value::Object(listeners);
+    doc["applications"] = json!({});
+    doc["config"] = json!({"generation": engine.generation().await});
+    doc
+}
+
+fn edit_error(e: EditError) -> Response<Body> {
+    match e {
+        EditError::NotFound => fail(StatusCode::NOT_FOUND, "Value doesn't exist.", None),
+        EditError::Invalid(detail) => fail(StatusCode::BAD_REQUEST, "Invalid request.", Some(detail)),
+    }
+}
+
+fn change_error(e: ChangeError) -> Response<Body> {
+    match e {
+        ChangeError::Edit(e) => edit_error(e),
+        ChangeError::Invalid(e) => fail(StatusCode::BAD_REQUEST, "Invalid configuration.", Some(e.to_string())),
+        ChangeError::Apply(e) => fail(
+            StatusCode::BAD_REQUEST,
+            "Failed to apply new configuration.",
+            Some(e.to_string()),
+        ),
+        ChangeError::Save(e) => fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Failed to save the configuration; nothing changed.",
+            Some(e.to_string()),
+        ),
+        ChangeError::Stale { current } => {
+            let r = fail(StatusCode::PRECONDITION_FAILED, "Precondition failed.", Some(e_stale(&current)));
+            with_etag(r, &current)
+        }
+    }
+}
+
+fn e_stale(current: &str) -> String {
+    format!("The configuration changed since it was read; its ETag is now {current}.")
+}
+
+fn fail(status: StatusCode, error: &str, detail: Option<String>) -> Response<Body> {
+    let mut doc = json!({"error": error});
+    if let Some(d) = detail {
+        doc["detail"] = Value::String(d);
+    }
+    answer(status, &doc)
+}
+
+fn answer(status: StatusCode, doc: &Value) -> Response<Body> {
+    let mut text = serde_json::to_vec_pretty(doc).unwrap_or_default();
+    text.push(b'\n');
+    let mut r = Response::new(body::full(text));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn with_etag(mut r: Response<Body>, etag: &str) -> Response<Body> {
+    if let Ok(v) = HeaderValue::try_from(etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}

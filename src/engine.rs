@@ -1,0 +1,159 @@
+//! The configuration lifecycle: one document, changed only whole and only when valid.
+//!
+//! Every change (API edit, SIGHUP re-read, start-up) goes through [`Engine::change`]: edit a copy, compile it,
+//! make it live, save it. A failure at any step leaves the running configuration, the served snapshot and
+//! the saved file as they were. Changes are serialised by one lock, so each sees the result of the last.
+
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use crate::compile::compile;
+use crate::config::ConfigError;
+use crate::config::pointer::EditError;
+use crate::server::Server;
+use crate::state::{StateDir, StateError};
+
+/// Why a change was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error(transparent)]
+    Edit(#[from] EditError),
+    #[error("Invalid configuration: {0}")]
+    Invalid(ConfigError),
+    #[error("Failed to apply new configuration: {0}")]
+    Apply(ConfigError),
+    #[error(transparent)]
+    Save(#[from] StateError),
+    #[error("the configuration changed since it was read (ETag {current})")]
+    Stale { current: String },
+}
+
+/// What a successful change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    Applied,
+    /// The new document equals the running one: nothing was done.
+    Unchanged,
+    /// A dry run: the document is valid, and was not applied.
+    Valid,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ChangeOptions<'a> {
+    /// The ETag the client last read; the change is refused if the document moved on since.
+    pub if_match: Option<&'a str>,
+    pub dry_run: bool,
+}
+
+struct Current {
+    doc: Value,
+    etag: String,
+    generation: u64,
+}
+
+pub struct Engine {
+    current: Mutex<Current>,
+    server: Server,
+    state: Option<StateDir>,
+}
+
+impl Engine {
+    /// Starts serving `doc`; a document that does not compile or apply is an error and nothing runs.
+    pub async fn start(server: Server, state: Option<StateDir>, doc: Value) -> Result<Engine, ChangeError> {
+        let engine = Engine {
+            current: Mutex::new(Current {
+                etag: etag(&Value::Object(Default::default())),
+                doc: Value::Object(Default::default()),
+                generation: 0,
+            }),
+            server,
+            state,
+        };
+        engine
+            .change(|d| {
+                *d = doc;
+                Ok(())
+            }, ChangeOptions::default())
+            .await?;
+        Ok(engine)
+    }
+
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Reads the document under the lock; returns what `f` made of it and the document's ETag.
+    pub async fn read<R>(&self, f: impl FnOnce(&Value) -> R) -> (R, String) {
+        let current = self.current.lock().await;
+        (f(&current.doc), current.etag.clone())
+    }
+
+    pub async fn generation(&self) -> u64 {
+        self.current.lock().await.generation
+    }
+
+    /// Edits a copy of the document with `edit` and, if it is valid and different, makes it live and saves it.
+    pub async fn change(
+        &self,
+        edit: impl FnOnce(&mut Value) -> Result<(), EditError>,
+        opts: ChangeOptions<'_>,
+    ) -> Result<Changed, ChangeError> {
+        let mut current = self.current.lock().await;
+        if let Some(tag) = opts.if_match {
+            if !etag_matches(tag, &current.etag) {
+                return Err(ChangeError::Stale {
+                    current: current.etag.clone(),
+                });
+            }
+        }
+        let mut doc = current.doc.clone();
+        edit(&mut doc)?;
+        let snapshot = compile(&doc).map_err(ChangeError::Invalid)?;
+        if opts.dry_run {
+            return Ok(Changed::Valid);
+        }
+        if doc == current.doc && current.generation > 0 {
+            return Ok(Changed::Unchanged);
+        }
+        self.server.apply(snapshot).await.map_err(ChangeError::Apply)?;
+        if let Some(state) = &self.state {
+            if let Err(e) = state.save(&doc) {
+                self.roll_back(&current.doc).await;
+                return Err(e.into());
+            }
+        }
+        current.etag = etag(&doc);
+        current.doc = doc;
+        current.generation += 1;
+        tracing::info!(generation = current.generation, "configuration applied");
+        Ok(Changed::Applied)
+    }
+
+    /// Puts the previous document back after a failure that came after it was replaced.
+    async fn roll_back(&self, previous: &Value) {
+        let restored = match compile(previous) {
+            Ok(snapshot) => self.server.apply(snapshot).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = restored {
+            tracing::error!(error = %e, "could not restore the previous configuration");
+        }
+    }
+}
+
+/// A strong ETag of the whole document: any change anywhere changes it.
+fn etag(doc: &Value) -> String {
+    let text = serde_json::to_vec(doc).unwrap_or_default();
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let hash = text.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("\"{hash:016x}\"")
+}
+
+fn etag_matches(header: &str, etag: &str) -> bool {
+    header
+        .split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t == etag)
+}

@@ -1,0 +1,19 @@
+//! rein: a web application server configured live as one JSON document.
+//!
+//! The pipeline, in the order a change travels: [`control`] receives a document, [`compile`] turns it into a
+//! [`snapshot::Snapshot`] (pure, every error with its JSON path), [`server`] publishes it and serves requests
+//! through [`route`] and the actions ([`share`] for static files).
+
+pub mod body;
+pub mod cli;
+pub mod compile;
+pub mod config;
+pub mod control;
+pub mod engine;
+pub mod request;
+pub mod server;
+pub mod route;
+pub mod share;
+pub mod snapshot;
+pub mod state;
+pub mod vars;

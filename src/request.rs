@@ -1,0 +1,179 @@
+//! What routing, actions and variables know about a request: its head, parsed once.
+//!
+//! A [`RequestInfo`] is built from the hyper request head when it arrives. Its `path` is the percent-decoded,
+//! normalised path that Unit's `uri` match and `$uri` variable see; `rewrite` replaces it.
+
+use std::net::SocketAddr;
+
+use http::{HeaderMap, Method, Version, request::Parts};
+use percent_encoding::percent_decode;
+
+/// Why a request target cannot be routed: both are a 400 to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("the request path climbs above the root")]
+    AboveRoot,
+    #[error("the request path contains a NUL byte or is not valid UTF-8")]
+    BadBytes,
+}
+
+/// The request head, as routes and variables see it.
+#[derive(Debug, Clone)]
+pub struct RequestInfo {
+    pub method: Method,
+    pub version: Version,
+    pub headers: HeaderMap,
+    /// The request target exactly as received, path and query (`$request_uri`).
+    pub request_uri: String,
+    /// The percent-decoded, normalised path (`$uri`).
+    pub path: String,
+    /// The query string as received, without the `?` (empty when absent).
+    pub query: String,
+    /// The `Host` header without its port, lowercased (`$host`); empty when absent.
+    pub host: String,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// The client's address; `None` on a Unix-socket listener.
+    pub remote: Option<SocketAddr>,
+    /// The address the request arrived on; `None` on a Unix-socket listener.
+    pub local: Option<SocketAddr>,
+}
+
+impl RequestInfo {
+    /// Builds the routing view of a request head, taking its headers.
+    ///
+    /// A target that cannot be normalised still yields a view (with the raw path) for the access log, and the
+    /// error to answer with.
+    pub fn from_parts(
+        parts: &mut Parts,
+        scheme: &'static str,
+        remote: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+    ) -> (Self, Option<TargetError>) {
+        let request_uri = parts
+            .uri
+            .path_and_query()
+            .map(|pq| pq.as_str().to_owned())
+            .unwrap_or_else(|| "/".to_owned());
+        let raw_path = parts.uri.path();
+        let (path, error) = match normalize_path(raw_path) {
+            Ok(p) => (p, None),
+            Err(e) => (raw_path.to_owned(), Some(e)),
+        };
+        let query = parts.uri.query().unwrap_or("").to_owned();
+        let headers = std::mem::take(&mut parts.headers);
+        let host = host_of(&headers, &parts.uri);
+        let info = RequestInfo {
+            method: parts.method.clone(),
+            version: parts.version,
+            headers,
+            request_uri,
+            path,
+            query,
+            host,
+            scheme,
+            remote,
+            local,
+        };
+        (info, error)
+    }
+
+    /// Replaces the target after a `rewrite`: the new value may carry its own query string.
+    pub fn rewrite(&mut self, target: &str) -> Result<(), TargetError> {
+        let (raw_path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target, None),
+        };
+        self.path = normalize_path(raw_path)?;
+        if let Some(q) = query {
+            self.query = q.to_owned();
+        }
+        self.request_uri = if self.query.is_empty() {
+            raw_path.to_owned()
+        } else {
+            format!("{raw_path}?{}", self.query)
+        };
+        Ok(())
+    }
+}
+
+/// `Host` without port, lowercased; falls back to the authority of an absolute-form target.
+fn host_of(headers: &HeaderMap, uri: &http::Uri) -> String {
+    let raw = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.host())
+        .unwrap_or("");
+    strip_port(raw).to_ascii_lowercase()
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        // An IPv6 literal: keep the brackets, drop what follows `]`.
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    host.rsplit_once(':').map_or(host, |(name, _)| name)
+}
+
+/// Percent-decodes a path and resolves `.` and `..` segments and repeated slashes, as Unit does before matching.
+///
+/// Decoding comes first, so `%2e%2e` and `%2f` cannot smuggle a climb past this check.
+pub fn normalize_path(raw: &str) -> Result<String, TargetError> {
+    let decoded = percent_decode(raw.as_bytes())
+        .decode_utf8()
+        .map_err(|_| TargetError::BadBytes)?;
+    if decoded.contains('\0') {
+        return Err(TargetError::BadBytes);
+    }
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in decoded.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop().ok_or(TargetError::AboveRoot)?;
+            }
+            s => segments.push(s),
+        }
+    }
+    let trailing = decoded.ends_with('/') || decoded.ends_with("/.") || decoded.ends_with("/..");
+    let mut out = String::with_capacity(decoded.len() + 1);
+    for s in &segments {
+        out.push('/');
+        out.push_str(s);
+    }
+    if out.is_empty() || trailing {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_dots_slashes_and_encodings() {
+        assert_eq!(normalize_path("/").unwrap(), "/");
+        assert_eq!(normalize_path("/a/./b//c/").unwrap(), "/a/b/c/");
+        assert_eq!(normalize_path("/a/../b").unwrap(), "/b");
+        assert_eq!(normalize_path("/a/%2e%2e/b").unwrap(), "/b");
+        assert_eq!(normalize_path("/a%2fb").unwrap(), "/a/b");
+        assert_eq!(normalize_path("/a/..").unwrap(), "/");
+        assert_eq!(normalize_path("/%20x").unwrap(), "/ x");
+    }
+
+    #[test]
+    fn rejects_climbs_and_nul() {
+        assert_eq!(normalize_path("/.."), Err(TargetError::AboveRoot));
+        assert_eq!(normalize_path("/a/%2e%2e/%2e%2e/etc"), Err(TargetError::AboveRoot));
+        assert_eq!(normalize_path("/a%00b"), Err(TargetError::BadBytes));
+        assert_eq!(normalize_path("/%ff"), Err(TargetError::BadBytes));
+    }
+
+    #[test]
+    fn host_loses_port_and_case() {
+        assert_eq!(strip_port("Example.com:8080"), "Example.com");
+        assert_eq!(strip_port("[::1]:8080"), "[::1]");
+        assert_eq!(strip_port("localhost"), "localhost");
+    }
+}

@@ -1,0 +1,258 @@
+//! Routing a request through its routes and carrying out the chosen action: `pass`, `return`, `share`.
+//!
+//! Actions that answer by themselves read (and discard) the request body first, as Unit does, so the
+//! connection stays in step for the next request and body limits and timeouts apply to every request.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::timeouts::ConnState;
+use crate::body::{self, Body};
+use crate::compile::parse_pass;
+use crate::request::RequestInfo;
+use crate::share::{self, ShareOptions, ShareOutcome};
+use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share, Snapshot};
+use crate::vars::VarContext;
+
+/// Passes followed before a request is declared looping (only passes with variables can loop).
+const MAX_HOPS: usize = 32;
+
+/// What an action leads to: a response, or another destination.
+enum Next {
+    Respond(Response<Body>),
+    Pass(PassTarget),
+}
+
+/// One request on its way through the routes.
+pub struct Ctx<'a> {
+    pub snapshot: &'a Snapshot,
+    pub request: &'a mut RequestInfo,
+    pub body: Option<Incoming>,
+    pub state: &'a ConnState,
+}
+
+impl<'a> Ctx<'a> {
+    /// Follows `pass` until an action answers.
+    pub async fn run(&mut self, pass: &'a Pass) -> Response<Body> {
+        let Some(mut target) = self.resolve(pass) else {
+            return error(StatusCode::NOT_FOUND);
+        };
+        let mut headers_from: Vec<&'a Action> = Vec::new();
+        for _ in 0..MAX_HOPS {
+            let next = match &target {
+                PassTarget::Route(name) => self.route(name, &mut headers_from).await,
+                PassTarget::Application(name) | PassTarget::Upstream(name) => {
+                    Next::Respond(self.unavailable(name).await)
+                }
+            };
+            match next {
+                Next::Pass(t) => target = t,
+                Next::Respond(mut response) => {
+                    for action in headers_from {
+                        self.apply_headers(action, &mut response);
+                    }
+                    return response;
+                }
+            }
+        }
+        tracing::warn!(uri = %self.request.request_uri, "request passed more than {MAX_HOPS} times");
+        error(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn resolve(&self, pass: &Pass) -> Option<PassTarget> {
+        match pass {
+            Pass::Fixed(t) => Some(t.clone()),
+            Pass::Dynamic(template) => parse_pass(&template.render(&self.vars())),
+        }
+    }
+
+    fn vars(&self) -> VarContext<'_> {
+        VarContext {
+            req: self.request,
+            response: None,
+        }
+    }
+
+    async fn route(&mut self, name: &str, headers_from: &mut Vec<&'a Action>) -> Next {
+        let snapshot = self.snapshot;
+        let Some(route) = snapshot.routes.get(name) else {
+            return Next::Respond(error(StatusCode::NOT_FOUND));
+        };
+        let found = route.steps.iter().enumerate().find(|(_, step)| {
+            step.matcher
+                .as_ref()
+                .is_none_or(|m| m.matches(self.request))
+        });
+        let Some((index, step)) = found else {
+            if snapshot.settings.log_route {
+                tracing::info!(route = name, uri = %self.request.path, "no step matched");
+            }
+            return Next::Respond(error(StatusCode::NOT_FOUND));
+        };
+        if snapshot.settings.log_route {
+            tracing::info!(route = name, step = index, uri = %self.request.path, "step matched");
+        }
+        headers_from.push(&step.action);
+        self.act(&step.action).await
+    }
+
+    /// Carries out one action; boxed because a share's `fallback` is an action too.
+    fn act<'b>(&'b mut self, action: &'a Action) -> Pin<Box<dyn Future<Output = Next> + Send + 'b>> {
+        Box::pin(async move {
+            if let Some(rewrite) = &action.rewrite {
+                let target = rewrite.render(&self.vars());
+                if self.request.rewrite(&target).is_err() {
+                    return Next::Respond(error(StatusCode::BAD_REQUEST));
+                }
+            }
+            match &action.kind {
+                ActionKind::Pass(pass) => match self.resolve(pass) {
+                    Some(t) => Next::Pass(t),
+                    None => Next::Respond(error(StatusCode::NOT_FOUND)),
+                },
+                ActionKind::Return { status, location } => {
+                    if let Err(status) = self.drain().await {
+                        return Next::Respond(error(status));
+                    }
+                    let location = location.as_ref().map(|l| l.render(&self.vars()));
+                    Next::Respond(return_response(*status, location))
+                }
+                ActionKind::Share(share) => {
+                    if let Err(status) = self.drain().await {
+                        return Next::Respond(error(status));
+                    }
+                    self.share(share).await
+                }
+                ActionKind::Proxy(target) => Next::Respond(self.unavailable(target).await),
+            }
+        })
+    }
+
+    async fn share(&mut self, share: &'a Share) -> Next {
+        let chroot = share
+            .chroot
+            .as_ref()
+            .map(|c| c.render(&self.vars()).into());
+        let opts = ShareOptions {
+            index: share.index.clone(),
+            chroot,
+            follow_symlinks: share.follow_symlinks,
+            traverse_mounts: share.traverse_mounts,
+        };
+        let types = share.types.as_ref().map(|t| move |mime: &str| t.matches(mime));
+        let types: Option<&(dyn Fn(&str) -> bool + Sync)> = types.as_ref().map(|f| f as _);
+        let mut last = StatusCode::NOT_FOUND;
+        for path in &share.paths {
+            let file = path.render(&self.vars());
+            let req = &*self.request;
+            let mime = &self.snapshot.settings.mime_types;
+            match share::serve(&file, &opts, types, mime, &req.method, &req.headers, &req.path).await {
+                ShareOutcome::Served(response) => return Next::Respond(response),
+                ShareOutcome::NotFound => last = StatusCode::NOT_FOUND,
+                ShareOutcome::Forbidden => last = StatusCode::FORBIDDEN,
+            }
+        }
+        match &share.fallback {
+            Some(fallback) => self.act(fallback).await,
+            None => Next::Respond(error(last)),
+        }
+    }
+
+    /// Destinations that later subsystems serve (applications, upstreams, proxy).
+    async fn unavailable(&mut self, name: &str) -> Response<Body> {
+        let _ = self.drain().await;
+        tracing::warn!(destination = name, "no handler for this destination in this build");
+        error(StatusCode::BAD_GATEWAY)
+    }
+
+    /// Reads and discards the request body, enforcing `max_body_size` and `body_read_timeout`.
+    async fn drain(&mut self) -> Result<(), StatusCode> {
+        let Some(mut body) = self.body.take() else {
+            return Ok(());
+        };
+        if body.is_end_stream() {
+            return Ok(());
+        }
+        let limit = self.snapshot.settings.max_body_size;
+        self.state.reading_body(true);
+        let mut total = 0u64;
+        let result = loop {
+            match body.frame().await {
+                None => break Ok(()),
+                Some(Ok(frame)) => {
+                    total += frame.data_ref().map_or(0, |d| d.len() as u64);
+                    if total > limit {
+                        break Err(StatusCode::PAYLOAD_TOO_LARGE);
+                    }
+                }
+                Some(Err(e)) if is_timeout(&e) => break Err(StatusCode::REQUEST_TIMEOUT),
+                Some(Err(_)) => break Err(StatusCode::BAD_REQUEST),
+            }
+        };
+        self.state.reading_body(false);
+        result
+    }
+
+    fn apply_headers(&self, action: &Action, response: &mut Response<Body>) {
+        for (name, value) in &action.response_headers {
+            let headers = response.headers_mut();
+            match value {
+                None => {
+                    headers.remove(name);
+                }
+                Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
+                    Ok(v) => {
+                        headers.insert(name.clone(), v);
+                    }
+                    Err(_) => tracing::debug!(header = %name, "response header value is not valid; skipped"),
+                },
+            }
+        }
+    }
+}
+
+fn is_timeout(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        source = s.source();
+    }
+    false
+}
+
+fn return_response(status: StatusCode, location: Option<String>) -> Response<Body> {
+    let mut response = if status.as_u16() >= 400 {
+        error(status)
+    } else {
+        let mut r = Response::new(body::empty());
+        *r.status_mut() = status;
+        r
+    };
+    if let Some(loc) = location.and_then(|l| HeaderValue::try_from(l).ok()) {
+        response.headers_mut().insert(header::LOCATION, loc);
+    }
+    response
+}
+
+/// A short HTML error page, as Unit answers errors.
+pub fn error(status: StatusCode) -> Response<Body> {
+    let page = format!(
+        "<!DOCTYPE html><title>Error {code}</title><p>Error {code}: {reason}.\n",
+        code = status.as_u16(),
+        reason = status.canonical_reason().unwrap_or("unknown")
+    );
+    let mut r = Response::new(body::full(page));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html"),
+    );
+    r
+}

@@ -1,0 +1,113 @@
+//! The life of one request: checks, routing to an action, and the finishing touches on the response.
+//!
+//! The snapshot is loaded once at the start and held to the end, so a configuration change never alters a
+//! request in flight.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+
+use super::conn::ConnInfo;
+use super::tracked::Tracked;
+use super::validate;
+use super::{Published, Shared, actions};
+use crate::body::Body;
+use crate::request::RequestInfo;
+
+pub async fn handle(req: Request<Incoming>, info: Arc<ConnInfo>, shared: Arc<Shared>) -> Response<Body> {
+    let started = Instant::now();
+    let wall = SystemTime::now();
+    info.state.begin_request();
+    shared.counters.request_started();
+    let published = shared.current.load_full();
+    let (mut parts, body) = req.into_parts();
+    let checked = validate::check(&parts);
+    let (mut request, target_error) = RequestInfo::from_parts(&mut parts, "http", info.remote, info.local);
+    let response = match (checked, target_error) {
+        (Err((status, why)), _) => {
+            tracing::debug!(%status, why, "rejected request");
+            closing(actions::error(status))
+        }
+        (Ok(()), Some(e)) => {
+            tracing::debug!(error = %e, "rejected request target");
+            closing(actions::error(StatusCode::BAD_REQUEST))
+        }
+        (Ok(()), None) => route(&published, &mut request, body, &info).await,
+    };
+    finish(response, request, &published, &info, &shared, started, wall)
+}
+
+async fn route(
+    published: &Published,
+    request: &mut RequestInfo,
+    body: Incoming,
+    info: &ConnInfo,
+) -> Response<Body> {
+    let settings = &published.snapshot.settings;
+    if settings.discard_unsafe_fields {
+        validate::discard_unsafe_fields(&mut request.headers);
+    }
+    if declared_length(request).is_some_and(|n| n > settings.max_body_size) {
+        return closing(actions::error(StatusCode::PAYLOAD_TOO_LARGE));
+    }
+    let Some(listener) = published.snapshot.listeners.get(&info.listener) else {
+        // The listener was removed while this connection was open: it is draining.
+        return closing(actions::error(StatusCode::SERVICE_UNAVAILABLE));
+    };
+    let mut ctx = actions::Ctx {
+        snapshot: &published.snapshot,
+        request,
+        body: Some(body),
+        state: &info.state,
+    };
+    ctx.run(&listener.pass).await
+}
+
+fn declared_length(request: &RequestInfo) -> Option<u64> {
+    request
+        .headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Asks hyper to close the connection after this response.
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+const SERVER: &str = concat!("rein/", env!("CARGO_PKG_VERSION"));
+
+fn finish(
+    mut response: Response<Body>,
+    request: RequestInfo,
+    published: &Arc<Published>,
+    info: &Arc<ConnInfo>,
+    shared: &Arc<Shared>,
+    started: Instant,
+    wall: SystemTime,
+) -> Response<Body> {
+    let server = if published.snapshot.settings.server_version { SERVER } else { "rein" };
+    response
+        .headers_mut()
+        .insert(header::SERVER, HeaderValue::from_static(server));
+    let log = published.access_log.clone().map(|sink| super::tracked::LogEntry {
+        sink,
+        published: published.clone(),
+        request,
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        started,
+        wall,
+    });
+    let (parts, body) = response.into_parts();
+    let body = Tracked::new(body, info.state.clone(), shared.clone(), log);
+    Response::from_parts(parts, Body::new(body))
+}

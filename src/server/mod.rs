@@ -1,0 +1,169 @@
+//! The data plane: listeners, connections and requests, all reading the one published [`Snapshot`].
+//!
+//! [`Server::apply`] makes a new snapshot live: it binds listeners that are new (failing whole if one cannot be
+//! bound), publishes the snapshot with one atomic store, then stops the listeners that are gone, whose open
+//! connections finish their requests and close. Connections on listeners that stay are not touched.
+
+mod access_log;
+mod actions;
+mod conn;
+mod handler;
+mod listener;
+mod status;
+mod timeouts;
+mod tracked;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{ConfigError, JsonPath};
+use crate::snapshot::{ListenAddr, Snapshot};
+pub use status::Counters;
+
+/// A snapshot as served: with its open access log.
+pub struct Published {
+    pub snapshot: Snapshot,
+    pub access_log: Option<access_log::Sink>,
+}
+
+/// What every connection shares.
+pub struct Shared {
+    pub current: ArcSwap<Published>,
+    pub counters: Counters,
+}
+
+struct Running {
+    stop: CancellationToken,
+    local: Option<SocketAddr>,
+}
+
+pub struct Server {
+    shared: Arc<Shared>,
+    listeners: Mutex<BTreeMap<ListenAddr, Running>>,
+    conns: TaskTracker,
+}
+
+impl Server {
+    /// A server with no listeners, serving an empty configuration.
+    pub fn new() -> Self {
+        let empty = crate::compile::compile(&serde_json::json!({}))
+            .expect("the empty configuration compiles");
+        Server {
+            shared: Arc::new(Shared {
+                current: ArcSwap::from_pointee(Published {
+                    snapshot: empty,
+                    access_log: None,
+                }),
+                counters: Counters::default(),
+            }),
+            listeners: Mutex::new(BTreeMap::new()),
+            conns: TaskTracker::new(),
+        }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Makes `snapshot` live; on error nothing has changed.
+    pub async fn apply(&self, snapshot: Snapshot) -> Result<(), ConfigError> {
+        let mut running = self.listeners.lock().await;
+        let access_log = self.open_access_log(&snapshot)?;
+        let mut fresh = Vec::new();
+        for (addr, l) in &snapshot.listeners {
+            if running.contains_key(addr) {
+                continue;
+            }
+            // Dropping `fresh` on error closes what was bound so far.
+            let bound = listener::Bound::bind(addr, l.backlog).map_err(|e| {
+                JsonPath::root()
+                    .key("listeners")
+                    .key(&l.name)
+                    .error(format!("cannot listen on {addr}: {e}"))
+            })?;
+            fresh.push((addr.clone(), bound));
+        }
+        let removed: Vec<ListenAddr> = running
+            .keys()
+            .filter(|a| !snapshot.listeners.contains_key(*a))
+            .cloned()
+            .collect();
+        self.shared.current.store(Arc::new(Published {
+            snapshot,
+            access_log,
+        }));
+        for addr in removed {
+            if let Some(r) = running.remove(&addr) {
+                tracing::info!(listener = %addr, "listener removed; draining its connections");
+                r.stop.cancel();
+            }
+        }
+        for (addr, bound) in fresh {
+            tracing::info!(listener = %addr, "listening");
+            let stop = CancellationToken::new();
+            let local = bound.local_addr();
+            tokio::spawn(listener::accept_loop(
+                bound,
+                addr.clone(),
+                self.shared.clone(),
+                stop.clone(),
+                self.conns.clone(),
+            ));
+            running.insert(addr, Running { stop, local });
+        }
+        Ok(())
+    }
+
+    /// Reuses the open log when its path is unchanged; opens (and checks) a new one otherwise.
+    fn open_access_log(&self, snapshot: &Snapshot) -> Result<Option<access_log::Sink>, ConfigError> {
+        let Some(conf) = &snapshot.access_log else {
+            return Ok(None);
+        };
+        let current = self.shared.current.load();
+        if let Some(sink) = current.access_log.as_ref().filter(|s| s.path() == conf.path) {
+            return Ok(Some(sink.clone()));
+        }
+        access_log::Sink::open(&conf.path).map(Some).map_err(|e| {
+            JsonPath::root()
+                .key("access_log")
+                .error(format!("cannot open {}: {e}", conf.path.display()))
+        })
+    }
+
+    /// The addresses listeners are bound to, by listener name (a `:0` port shows the port chosen).
+    pub async fn bound_addresses(&self) -> BTreeMap<String, String> {
+        let running = self.listeners.lock().await;
+        let current = self.shared.current.load();
+        running
+            .iter()
+            .filter_map(|(addr, r)| {
+                let name = current.snapshot.listeners.get(addr)?.name.clone();
+                let bound = r.local.map_or_else(|| addr.to_string(), |a| a.to_string());
+                Some((name, bound))
+            })
+            .collect()
+    }
+
+    /// Stops accepting everywhere, lets in-flight requests finish, and waits up to `deadline` for them.
+    pub async fn shutdown(&self, deadline: Duration) -> bool {
+        for (_, r) in self.listeners.lock().await.iter() {
+            r.stop.cancel();
+        }
+        self.conns.close();
+        tokio::time::timeout(deadline, self.conns.wait()).await.is_ok()
+    }
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self::new()
+    }
+}

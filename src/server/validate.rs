@@ -1,0 +1,89 @@
+//! Request heads hyper accepts but a server must not: ambiguous framing and ambiguous hosts.
+//!
+//! These are the request-smuggling and cache-poisoning shapes (RFC 9112 §6.3, §3.2): answered before routing,
+//! with the connection closed afterwards so no bytes of a doubtful body are read as a next request.
+
+use http::{HeaderMap, StatusCode, Version, header, request::Parts};
+
+/// Checks framing and `Host`; an error carries the status to answer.
+pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
+    let headers = &parts.headers;
+    let hosts = headers.get_all(header::HOST).iter().count();
+    if hosts > 1 {
+        return Err((StatusCode::BAD_REQUEST, "more than one Host header"));
+    }
+    if hosts == 0 && parts.version == Version::HTTP_11 {
+        return Err((StatusCode::BAD_REQUEST, "HTTP/1.1 request without a Host header"));
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        if headers.contains_key(header::CONTENT_LENGTH) {
+            return Err((StatusCode::BAD_REQUEST, "both Content-Length and Transfer-Encoding"));
+        }
+        if !only_chunked(headers) {
+            return Err((StatusCode::NOT_IMPLEMENTED, "a transfer coding other than chunked"));
+        }
+    }
+    Ok(())
+}
+
+fn only_chunked(headers: &HeaderMap) -> bool {
+    let mut codings = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    matches!((codings.next(), codings.next()), (Some(c), None) if c.eq_ignore_ascii_case("chunked"))
+}
+
+/// Unit's `discard_unsafe_fields`: drops fields whose names hold anything but letters, digits and `-`
+/// (an underscore can be read as a dash by CGI-style backends and spoof another header).
+pub fn discard_unsafe_fields(headers: &mut HeaderMap) {
+    let unsafe_names: Vec<_> = headers
+        .keys()
+        .filter(|name| !name.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        .cloned()
+        .collect();
+    for name in unsafe_names {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(req: http::request::Builder) -> Parts {
+        req.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn host_rules() {
+        assert!(check(&parts(http::Request::get("/").header("host", "a"))).is_ok());
+        assert_eq!(check(&parts(http::Request::get("/"))).unwrap_err().0, StatusCode::BAD_REQUEST);
+        let http10 = http::Request::get("/").version(Version::HTTP_10);
+        assert!(check(&parts(http10)).is_ok());
+        let two = http::Request::get("/").header("host", "a").header("host", "b");
+        assert_eq!(check(&parts(two)).unwrap_err().0, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn framing_rules() {
+        let base = || http::Request::post("/").header("host", "a");
+        assert!(check(&parts(base().header("transfer-encoding", "chunked"))).is_ok());
+        let both = base().header("transfer-encoding", "chunked").header("content-length", "3");
+        assert_eq!(check(&parts(both)).unwrap_err().0, StatusCode::BAD_REQUEST);
+        let gzip = base().header("transfer-encoding", "gzip, chunked");
+        assert_eq!(check(&parts(gzip)).unwrap_err().0, StatusCode::NOT_IMPLEMENTED);
+    }
+
+    #[test]
+    fn drops_unsafe_names() {
+        let mut h = HeaderMap::new();
+        h.insert("x_forwarded_for", "1".parse().unwrap());
+        h.insert("x-ok", "1".parse().unwrap());
+        discard_unsafe_fields(&mut h);
+        assert!(h.contains_key("x-ok"));
+        assert!(!h.contains_key("x_forwarded_for"));
+    }
+}

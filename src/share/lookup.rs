@@ -1,0 +1,94 @@
+//! The filesystem half of a share request, run on a blocking thread: open the file under the action's rules,
+//! `fstat` the descriptor, and pick a precompressed sibling (`.br`, `.gz`) when the client accepts one.
+//!
+//! Only regular files are served. A directory is reported as such (the caller redirects or answers 404);
+//! anything else (FIFO, socket, device) is [`Located::NotFound`], as Unit answers. Siblings are opened with the
+//! same rules as the file itself and must be regular files too; any failure to open one just means "no
+//! sibling".
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use super::encoding::Coding;
+use super::resolve::{OpenError, Resolver};
+
+/// One servable representation: the file itself or a precompressed sibling.
+#[derive(Debug)]
+pub struct Representation {
+    pub file: File,
+    pub size: u64,
+    /// Seconds since the epoch, as `st_mtime`.
+    pub mtime: i64,
+    /// `Some` for a precompressed sibling.
+    pub coding: Option<Coding>,
+}
+
+#[derive(Debug)]
+pub enum Located {
+    File {
+        rep: Representation,
+        /// A sibling exists, so the response depends on `Accept-Encoding`.
+        vary: bool,
+    },
+    Directory,
+    NotFound,
+    Forbidden,
+    Failed(io::Error),
+}
+
+/// Opens `path` and, for a regular file, the best sibling among the `accepted` codings.
+pub fn find(resolver: &Resolver, path: &str, accepted: &[Coding]) -> Located {
+    let file = match resolver.open(Path::new(path)) {
+        Ok(file) => file,
+        Err(OpenError::NotFound) => return Located::NotFound,
+        Err(OpenError::Forbidden) => return Located::Forbidden,
+        Err(OpenError::Io(e)) => return Located::Failed(e),
+    };
+    let meta = match file.metadata() {
+        Ok(meta) => meta,
+        Err(e) => return Located::Failed(e),
+    };
+    if meta.is_dir() {
+        return Located::Directory;
+    }
+    if !meta.is_file() {
+        return Located::NotFound;
+    }
+    let (sibling, vary) = sibling(resolver, path, accepted);
+    let rep = sibling.unwrap_or(Representation {
+        file,
+        size: meta.len(),
+        mtime: meta.mtime(),
+        coding: None,
+    });
+    Located::File { rep, vary }
+}
+
+/// The first accepted sibling that exists, and whether any sibling exists at all. The second answer is what
+/// `Vary` needs: a cache must not give this identity response to a client that would have got `br`.
+fn sibling(resolver: &Resolver, path: &str, accepted: &[Coding]) -> (Option<Representation>, bool) {
+    for &coding in accepted {
+        if let Some(rep) = open_sibling(resolver, path, coding) {
+            return (Some(rep), true);
+        }
+    }
+    let exists = Coding::ALL
+        .into_iter()
+        .filter(|c| !accepted.contains(c))
+        .any(|c| open_sibling(resolver, path, c).is_some());
+    (None, exists)
+}
+
+fn open_sibling(resolver: &Resolver, path: &str, coding: Coding) -> Option<Representation> {
+    let name = format!("{path}{}", coding.suffix());
+    let file = resolver.open(Path::new(&name)).ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    Some(Representation {
+        file,
+        size: meta.len(),
+        mtime: meta.mtime(),
+        coding: Some(coding),
+    })
+}

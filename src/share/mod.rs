@@ -1,0 +1,129 @@
+//! The static file engine behind Unit's `share` action: given the filesystem path rendered from the share
+//! template, answer the request from that file or say why not.
+//!
+//! [`serve`] runs in three steps. The method is checked (GET and HEAD only). The filesystem work (safe open
+//! under `chroot` / `follow_symlinks` / `traverse_mounts`, `fstat`, precompressed siblings) runs on a blocking
+//! thread ([`lookup`], [`resolve`], [`walk`]). The response is then decided from the open descriptor alone
+//! ([`response`]: conditionals, ranges, multipart) and its body streamed from it ([`stream`]).
+//!
+//! Decisions left to this module, in Unit's spirit:
+//! - A path ending in `/` gets [`ShareOptions::index`] appended. A directory reached that way, or one whose
+//!   request path already ends in `/`, is [`ShareOutcome::NotFound`] (a redirect could only loop); any other
+//!   directory is a 301 to `<uri_path>/`.
+//! - Non-regular files (FIFOs, sockets, devices) are [`ShareOutcome::NotFound`].
+//! - The `types` filter is applied to the MIME type of the file asked for (never the `.br`/`.gz` sibling),
+//!   after it has been found to exist, so a rejected type is [`ShareOutcome::Forbidden`] and a missing file
+//!   is still [`ShareOutcome::NotFound`].
+//! - An unexpected I/O error (EIO, EMFILE, ...) is a final 500, not a fallback.
+
+mod conditional;
+mod encoding;
+mod lookup;
+pub mod mime;
+mod multipart;
+mod range;
+mod resolve;
+mod response;
+mod stream;
+mod sys;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+use http::{HeaderMap, Method, Response};
+
+use crate::body::Body;
+use lookup::Located;
+use resolve::Resolver;
+
+pub use mime::MimeTypes;
+
+/// How one `share` action opens files.
+#[derive(Debug, Clone)]
+pub struct ShareOptions {
+    /// Unit's `index`: the file served for a path ending in `/`.
+    pub index: String,
+    /// The already-rendered `chroot` directory: nothing outside it is served.
+    pub chroot: Option<PathBuf>,
+    /// Unit's `follow_symlinks`: when false, any symlink on the path (below the chroot, if any) is refused.
+    pub follow_symlinks: bool,
+    /// Unit's `traverse_mounts`: when false, crossing a mount point (below the chroot, if any) is refused.
+    pub traverse_mounts: bool,
+}
+
+impl Default for ShareOptions {
+    fn default() -> Self {
+        ShareOptions {
+            index: "index.html".to_owned(),
+            chroot: None,
+            follow_symlinks: true,
+            traverse_mounts: true,
+        }
+    }
+}
+
+/// What became of a share request.
+#[derive(Debug)]
+pub enum ShareOutcome {
+    /// A final answer: 200, 206, 301, 304, 405, 412, 416 or 500.
+    Served(Response<Body>),
+    /// No such file: the caller applies `fallback` or answers 404.
+    NotFound,
+    /// The file exists but may not be served: the caller applies `fallback` or answers 403.
+    Forbidden,
+}
+
+/// Serves the file at `path` (see the module documentation for the rules).
+pub async fn serve(
+    path: &str,
+    opts: &ShareOptions,
+    types: Option<&(dyn Fn(&str) -> bool + Sync)>,
+    mime: &MimeTypes,
+    method: &Method,
+    headers: &HeaderMap,
+    uri_path: &str,
+) -> ShareOutcome {
+    let head = *method == Method::HEAD;
+    if !head && *method != Method::GET {
+        return ShareOutcome::Served(response::method_not_allowed());
+    }
+    let is_index = path.ends_with('/');
+    let path = if is_index {
+        format!("{path}{}", opts.index)
+    } else {
+        path.to_owned()
+    };
+    let resolver = Resolver::new(opts);
+    let accepted = encoding::accepted(headers);
+    let found = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || lookup::find(&resolver, &path, &accepted)).await
+    };
+    let (rep, vary) = match found {
+        Ok(Located::File { rep, vary }) => (rep, vary),
+        Ok(Located::Directory) if is_index || uri_path.ends_with('/') => {
+            return ShareOutcome::NotFound;
+        }
+        Ok(Located::Directory) => {
+            return ShareOutcome::Served(response::directory_redirect(uri_path));
+        }
+        Ok(Located::NotFound) => return ShareOutcome::NotFound,
+        Ok(Located::Forbidden) => return ShareOutcome::Forbidden,
+        Ok(Located::Failed(e)) => {
+            tracing::error!("share: cannot open {path:?}: {e}");
+            return ShareOutcome::Served(response::internal_error());
+        }
+        Err(e) => {
+            tracing::error!("share: lookup of {path:?} did not complete: {e}");
+            return ShareOutcome::Served(response::internal_error());
+        }
+    };
+    let mime_type = mime.lookup(&path);
+    if types.is_some_and(|accept| !accept(mime_type)) {
+        return ShareOutcome::Forbidden;
+    }
+    ShareOutcome::Served(response::file(rep, vary, mime_type, head, headers))
+}

@@ -1,0 +1,145 @@
+//! Response bodies read from an open file: the whole file, one range, or the parts of a
+//! `multipart/byteranges` body, streamed in [`CHUNK`]-sized reads and never held in memory whole.
+//!
+//! A body is a list of [`Segment`]s: literal bytes (multipart headers) and file extents. Extents are read with
+//! positional reads (`pread`) on a blocking thread, so any number of ranges share one descriptor without
+//! seeking. If the file shrinks while it is being sent, the body ends with an error instead of silently
+//! sending fewer bytes than its `Content-Length` promised; hyper then closes the connection.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream;
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+
+use crate::body::Body;
+
+/// The size of one read, and so of one body frame.
+pub const CHUNK: u64 = 64 * 1024;
+
+/// A piece of a response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Bytes(Bytes),
+    /// `len` bytes of the file from `offset`.
+    File {
+        offset: u64,
+        len: u64,
+    },
+}
+
+impl Segment {
+    pub fn len(&self) -> u64 {
+        match self {
+            Segment::Bytes(b) => b.len() as u64,
+            Segment::File { len, .. } => *len,
+        }
+    }
+}
+
+struct State {
+    file: Arc<File>,
+    todo: VecDeque<Segment>,
+}
+
+/// A streamed body made of `segments`, reading file extents from `file`.
+pub fn body(file: File, segments: Vec<Segment>) -> Body {
+    let state = State {
+        file: Arc::new(file),
+        todo: segments.into_iter().filter(|s| s.len() > 0).collect(),
+    };
+    let frames = stream::unfold(Some(state), |state| async move {
+        let mut state = state?;
+        match next_chunk(&mut state).await {
+            Ok(Some(bytes)) => Some((Ok(Frame::data(bytes)), Some(state))),
+            Ok(None) => None,
+            // After an error the stream ends: `None` state.
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    StreamBody::new(frames).boxed()
+}
+
+async fn next_chunk(state: &mut State) -> io::Result<Option<Bytes>> {
+    let Some(segment) = state.todo.pop_front() else {
+        return Ok(None);
+    };
+    let (offset, len) = match segment {
+        Segment::Bytes(b) => return Ok(Some(b)),
+        Segment::File { offset, len } => (offset, len),
+    };
+    let n = len.min(CHUNK);
+    if len > n {
+        state.todo.push_front(Segment::File {
+            offset: offset + n,
+            len: len - n,
+        });
+    }
+    let file = Arc::clone(&state.file);
+    let read = tokio::task::spawn_blocking(move || read_at(&file, offset, n)).await;
+    match read {
+        Ok(result) => result.map(Some),
+        Err(join) => Err(io::Error::other(join)),
+    }
+}
+
+fn read_at(file: &File, offset: u64, n: u64) -> io::Result<Bytes> {
+    // `n` is at most CHUNK, so it fits in usize.
+    let mut buf = vec![0u8; usize::try_from(n).map_err(io::Error::other)?];
+    // read_exact_at reports a file that shrank as UnexpectedEof.
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(Bytes::from(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_with(data: &[u8]) -> File {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        f.write_all(data).expect("write");
+        f
+    }
+
+    #[tokio::test]
+    async fn segments_in_order_across_chunks() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let segments = vec![
+            Segment::Bytes(Bytes::from_static(b"<")),
+            Segment::File {
+                offset: 10,
+                len: 150_000,
+            },
+            Segment::Bytes(Bytes::new()),
+            Segment::File { offset: 0, len: 3 },
+            Segment::Bytes(Bytes::from_static(b">")),
+        ];
+        let got = body(file_with(&data), segments)
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let mut want = b"<".to_vec();
+        want.extend_from_slice(&data[10..150_010]);
+        want.extend_from_slice(&data[..3]);
+        want.push(b'>');
+        assert_eq!(got.len(), want.len());
+        assert!(got == want);
+    }
+
+    #[tokio::test]
+    async fn shrunk_file_is_an_error() {
+        let segments = vec![Segment::File {
+            offset: 0,
+            len: 100,
+        }];
+        let got = body(file_with(b"short"), segments).collect().await;
+        assert!(got.is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! The compiled, immutable form of a configuration: what the data plane reads.
+//!
+//! [`crate::compile`] builds a [`Snapshot`] from the user's document; the server publishes it atomically and
+//! every request loads it once and keeps it to the end, so a change never alters a request in flight.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderName, StatusCode};
+
+use crate::route::matcher::Match;
+use crate::route::pattern::PatternSet;
+use crate::share::MimeTypes;
+use crate::vars::Template;
+
+/// One whole configuration, compiled.
+pub struct Snapshot {
+    pub listeners: BTreeMap<ListenAddr, Listener>,
+    /// Routes by name; the array form of `routes` is stored under the empty name.
+    pub routes: HashMap<String, Arc<Route>>,
+    pub settings: HttpSettings,
+    pub access_log: Option<AccessLog>,
+    /// Names under `applications` and `upstreams`: valid `pass` targets, served by later subsystems.
+    pub applications: BTreeSet<String>,
+    pub upstreams: BTreeSet<String>,
+}
+
+/// Where a listener accepts connections.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenAddr::Tcp(addr) => write!(f, "{addr}"),
+            ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+pub struct Listener {
+    /// The key as the user wrote it (`*:8080`), for logs and status.
+    pub name: String,
+    pub pass: Pass,
+    pub backlog: i32,
+}
+
+/// A `pass` destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassTarget {
+    Route(String),
+    Application(String),
+    Upstream(String),
+}
+
+/// A `pass` value: fixed at compile time, or a template resolved per request (Unit allows variables here).
+pub enum Pass {
+    Fixed(PassTarget),
+    Dynamic(Template),
+}
+
+pub struct Route {
+    pub steps: Vec<Step>,
+}
+
+pub struct Step {
+    /// `None` when the step has no `match`: it matches every request.
+    pub matcher: Option<Match>,
+    pub action: Action,
+}
+
+pub struct Action {
+    pub kind: ActionKind,
+    pub rewrite: Option<Template>,
+    pub response_headers: Vec<(HeaderName, Option<Template>)>,
+}
+
+pub enum ActionKind {
+    Pass(Pass),
+    Return {
+        status: StatusCode,
+        location: Option<Template>,
+    },
+    Share(Box<Share>),
+    Proxy(String),
+}
+
+pub struct Share {
+    pub paths: Vec<Template>,
+    pub index: String,
+    pub chroot: Option<Template>,
+    pub follow_symlinks: bool,
+    pub traverse_mounts: bool,
+    pub types: Option<PatternSet>,
+    pub fallback: Option<Box<Action>>,
+}
+
+/// `settings.http`, with Unit's defaults.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    pub send_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_body_size: u64,
+    pub discard_unsafe_fields: bool,
+    pub server_version: bool,
+    pub log_route: bool,
+    pub mime_types: MimeTypes,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(180),
+            max_body_size: 8 * 1024 * 1024,
+            discard_unsafe_fields: true,
+            server_version: true,
+            log_route: false,
+            mime_types: MimeTypes::default(),
+        }
+    }
+}
+
+pub struct AccessLog {
+    pub path: PathBuf,
+    pub format: Template,
+    pub condition: Option<crate::compile::LogCondition>,
+}

@@ -1,0 +1,72 @@
+//! How variable values are spelled: protocol versions, durations, CLF timestamps and request ids.
+//!
+//! Kept apart from the template machinery because these are pure formatting with no Unit-specific parsing.
+
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::Version;
+
+pub(super) fn version_name(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
+    }
+}
+
+/// `1.234`: seconds with milliseconds, as Unit formats `$request_time`.
+pub(super) fn seconds_millis(d: Duration) -> String {
+    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+}
+
+/// 32 hex digits of randomness. std's `RandomState` is seeded from the OS and re-keyed per instance, which
+/// is enough for an identifier that only has to be unique, not secret.
+pub(super) fn request_id() -> String {
+    let mut out = String::with_capacity(32);
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        let _ = write!(out, "{:016x}", h.finish());
+    }
+    out
+}
+
+/// Common Log Format time in UTC: `22/Nov/2026:06:10:28 +0000`.
+pub(super) fn clf_time(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (days, day_secs) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(month - 1) as usize],
+        day_secs / 3600,
+        day_secs / 60 % 60,
+        day_secs % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month 1-12, day 1-31); Howard Hinnant's `civil_from_days`.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}

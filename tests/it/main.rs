@@ -1,0 +1,9 @@
+//! rein's integration tests: one binary, each module a subsystem, every test against the real `rein`.
+
+mod harness;
+
+mod control;
+mod http;
+mod lifecycle;
+mod reload;
+mod routing;
