@@ -7,7 +7,9 @@ use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 pub type Body = BoxBody<Bytes, std::io::Error>;
 
 pub fn full(data: impl Into<Bytes>) -> Body {
-    Full::new(data.into()).map_err(|never| match never {}).boxed()
+    Full::new(data.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 pub fn empty() -> Body {

@@ -59,7 +59,11 @@ pub struct Engine {
 
 impl Engine {
     /// Starts serving `doc`; a document that does not compile or apply is an error and nothing runs.
-    pub async fn start(server: Server, state: Option<StateDir>, doc: Value) -> Result<Engine, ChangeError> {
+    pub async fn start(
+        server: Server,
+        state: Option<StateDir>,
+        doc: Value,
+    ) -> Result<Engine, ChangeError> {
         let engine = Engine {
             current: Mutex::new(Current {
                 etag: etag(&Value::Object(Default::default())),
@@ -70,10 +74,13 @@ impl Engine {
             state,
         };
         engine
-            .change(|d| {
-                *d = doc;
-                Ok(())
-            }, ChangeOptions::default())
+            .change(
+                |d| {
+                    *d = doc;
+                    Ok(())
+                },
+                ChangeOptions::default(),
+            )
             .await?;
         Ok(engine)
     }
@@ -99,12 +106,12 @@ impl Engine {
         opts: ChangeOptions<'_>,
     ) -> Result<Changed, ChangeError> {
         let mut current = self.current.lock().await;
-        if let Some(tag) = opts.if_match {
-            if !etag_matches(tag, &current.etag) {
-                return Err(ChangeError::Stale {
-                    current: current.etag.clone(),
-                });
-            }
+        if let Some(tag) = opts.if_match
+            && !etag_matches(tag, &current.etag)
+        {
+            return Err(ChangeError::Stale {
+                current: current.etag.clone(),
+            });
         }
         let mut doc = current.doc.clone();
         edit(&mut doc)?;
@@ -115,12 +122,15 @@ impl Engine {
         if doc == current.doc && current.generation > 0 {
             return Ok(Changed::Unchanged);
         }
-        self.server.apply(snapshot).await.map_err(ChangeError::Apply)?;
-        if let Some(state) = &self.state {
-            if let Err(e) = state.save(&doc) {
-                self.roll_back(&current.doc).await;
-                return Err(e.into());
-            }
+        self.server
+            .apply(snapshot)
+            .await
+            .map_err(ChangeError::Apply)?;
+        if let Some(state) = &self.state
+            && let Err(e) = state.save(&doc)
+        {
+            self.roll_back(&current.doc).await;
+            return Err(e.into());
         }
         current.etag = etag(&doc);
         current.doc = doc;

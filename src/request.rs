@@ -165,7 +165,10 @@ mod tests {
     #[test]
     fn rejects_climbs_and_nul() {
         assert_eq!(normalize_path("/.."), Err(TargetError::AboveRoot));
-        assert_eq!(normalize_path("/a/%2e%2e/%2e%2e/etc"), Err(TargetError::AboveRoot));
+        assert_eq!(
+            normalize_path("/a/%2e%2e/%2e%2e/etc"),
+            Err(TargetError::AboveRoot)
+        );
         assert_eq!(normalize_path("/a%00b"), Err(TargetError::BadBytes));
         assert_eq!(normalize_path("/%ff"), Err(TargetError::BadBytes));
     }

@@ -16,7 +16,9 @@ const CONF: &str = "conf.json";
 pub enum StateError {
     #[error("cannot read the saved configuration {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
-    #[error("the saved configuration {path} is not valid JSON ({source}); fix or remove it to start")]
+    #[error(
+        "the saved configuration {path} is not valid JSON ({source}); fix or remove it to start"
+    )]
     Corrupt {
         path: PathBuf,
         source: serde_json::Error,
@@ -34,7 +36,9 @@ impl StateDir {
     /// Uses (creating, private to the user) the directory `dir`.
     pub fn open(dir: &Path) -> io::Result<StateDir> {
         fs::create_dir_all(dir)?;
-        Ok(StateDir { dir: dir.to_owned() })
+        Ok(StateDir {
+            dir: dir.to_owned(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -106,6 +110,9 @@ mod tests {
         let err = state.load().unwrap_err();
         assert!(matches!(err, StateError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("conf.json"));
-        assert_eq!(fs::read(dir.path().join(CONF)).unwrap(), b"{\"listeners\": ");
+        assert_eq!(
+            fs::read(dir.path().join(CONF)).unwrap(),
+            b"{\"listeners\": "
+        );
     }
 }

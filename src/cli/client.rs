@@ -33,8 +33,17 @@ pub fn put(addr: &ControlAddr, path: &str, file: &Path, if_match: Option<&str>) 
 }
 
 /// Sends one request and prints the answer: the body on stdout for success, on stderr otherwise.
-pub fn send(addr: &ControlAddr, method: Method, path: &str, body: Option<Vec<u8>>, if_match: Option<&str>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+pub fn send(
+    addr: &ControlAddr,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    if_match: Option<&str>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rein: {e}");
@@ -51,7 +60,9 @@ pub fn send(addr: &ControlAddr, method: Method, path: &str, body: Option<Vec<u8>
             ExitCode::from(exit::FAILED)
         }
         Err(e) => {
-            eprintln!("rein: cannot reach the control API at {addr}: {e}\n(is `rein run` running with the same --state or --control?)");
+            eprintln!(
+                "rein: cannot reach the control API at {addr}: {e}\n(is `rein run` running with the same --state or --control?)"
+            );
             ExitCode::from(exit::UNREACHABLE)
         }
     }
@@ -64,7 +75,10 @@ async fn request(
     body: Option<Vec<u8>>,
     if_match: Option<&str>,
 ) -> std::io::Result<(StatusCode, String)> {
-    let mut req = Request::builder().method(method).uri(path).header("host", "localhost");
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost");
     if let Some(tag) = if_match {
         req = req.header("if-match", tag);
     }
@@ -85,7 +99,10 @@ where
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(conn);
-    let response = sender.send_request(req).await.map_err(std::io::Error::other)?;
+    let response = sender
+        .send_request(req)
+        .await
+        .map_err(std::io::Error::other)?;
     let status = response.status();
     let bytes = response
         .into_body()

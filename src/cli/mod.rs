@@ -19,7 +19,11 @@ pub mod exit {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "rein", version, about = "A web application server configured live as one JSON document")]
+#[command(
+    name = "rein",
+    version,
+    about = "A web application server configured live as one JSON document"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -127,9 +131,10 @@ pub fn main() -> ExitCode {
 
 fn config(cmd: ConfigCommand) -> ExitCode {
     match cmd {
-        ConfigCommand::Get { path, control } => {
-            client::show(&control.control_addr(), &config_path(path.as_deref().unwrap_or("")))
-        }
+        ConfigCommand::Get { path, control } => client::show(
+            &control.control_addr(),
+            &config_path(path.as_deref().unwrap_or("")),
+        ),
         ConfigCommand::Set {
             path,
             file,
@@ -143,9 +148,13 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             }
             client::put(&control.control_addr(), &target, &file, if_match.as_deref())
         }
-        ConfigCommand::Delete { path, control } => {
-            client::send(&control.control_addr(), http::Method::DELETE, &config_path(&path), None, None)
-        }
+        ConfigCommand::Delete { path, control } => client::send(
+            &control.control_addr(),
+            http::Method::DELETE,
+            &config_path(&path),
+            None,
+            None,
+        ),
     }
 }
 

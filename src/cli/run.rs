@@ -22,10 +22,16 @@ use crate::state::StateDir;
 
 pub fn run(args: RunArgs) -> ExitCode {
     if let Err(e) = init_logging(args.log.as_deref()) {
-        eprintln!("rein: cannot open the log {}: {e}", args.log.as_deref().unwrap_or(Path::new("")).display());
+        eprintln!(
+            "rein: cannot open the log {}: {e}",
+            args.log.as_deref().unwrap_or(Path::new("")).display()
+        );
         return ExitCode::from(exit::FAILED);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
@@ -43,8 +49,12 @@ fn fail(message: String) -> ExitCode {
 
 async fn serve(args: RunArgs) -> Result<(), String> {
     let state_dir = args.control.state_dir();
-    let state = StateDir::open(&state_dir)
-        .map_err(|e| format!("cannot use the state directory {}: {e}", state_dir.display()))?;
+    let state = StateDir::open(&state_dir).map_err(|e| {
+        format!(
+            "cannot use the state directory {}: {e}",
+            state_dir.display()
+        )
+    })?;
     let doc = initial_document(args.config.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
     let control = ControlListener::bind(&control_addr)
@@ -140,7 +150,9 @@ async fn reload(engine: &Engine, config: Option<&Path>) {
         )
         .await;
     match result {
-        Ok(outcome) => tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read"),
+        Ok(outcome) => {
+            tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read")
+        }
         Err(e) => tracing::error!("SIGHUP: {e}; the configuration is unchanged"),
     }
 }
@@ -151,8 +163,14 @@ fn init_logging(file: Option<&Path>) -> std::io::Result<()> {
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match file {
         Some(path) => {
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-            builder.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init();
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
         }
         None => builder.with_writer(std::io::stderr).init(),
     }

@@ -68,13 +68,19 @@ fn compile_listener(v: &Value, path: &JsonPath) -> Result<(Pass, i32), ConfigErr
 pub fn parse_addr(name: &str) -> Result<ListenAddr, String> {
     if let Some(path) = name.strip_prefix("unix:") {
         if !path.starts_with('/') {
-            return Err("a Unix socket listener needs an absolute path, as in \"unix:/run/app.sock\"".into());
+            return Err(
+                "a Unix socket listener needs an absolute path, as in \"unix:/run/app.sock\""
+                    .into(),
+            );
         }
         return Ok(ListenAddr::Unix(PathBuf::from(path)));
     }
     if let Some(port) = name.strip_prefix("*:") {
         let port = port.parse::<u16>().map_err(|_| bad_addr())?;
-        return Ok(ListenAddr::Tcp(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))));
+        return Ok(ListenAddr::Tcp(SocketAddr::from((
+            Ipv4Addr::UNSPECIFIED,
+            port,
+        ))));
     }
     name.parse::<SocketAddr>()
         .map(ListenAddr::Tcp)
@@ -82,5 +88,6 @@ pub fn parse_addr(name: &str) -> Result<ListenAddr, String> {
 }
 
 fn bad_addr() -> String {
-    "not a listener address; expected \"*:PORT\", \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\"".into()
+    "not a listener address; expected \"*:PORT\", \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\""
+        .into()
 }

@@ -33,7 +33,11 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
     let top = object(doc, &root)?;
     known_keys(top, SECTIONS, &root)?;
 
-    let applications = names(top.get("applications"), &root.key("applications"), check_app)?;
+    let applications = names(
+        top.get("applications"),
+        &root.key("applications"),
+        check_app,
+    )?;
     let upstreams = names(top.get("upstreams"), &root.key("upstreams"), check_upstream)?;
     let (routes, passes) = match top.get("routes") {
         Some(v) => routes::compile(v, &root.key("routes"))?,
@@ -118,7 +122,11 @@ fn check_upstream(v: &Value, path: &JsonPath) -> Result<(), ConfigError> {
         if let Some(w) = server.get("weight") {
             match w.as_f64() {
                 Some(w) if (0.0..=1_000_000.0).contains(&w) => {}
-                _ => return Err(server_path.key("weight").error("must be a number from 0 to 1000000")),
+                _ => {
+                    return Err(server_path
+                        .key("weight")
+                        .error("must be a number from 0 to 1000000"));
+                }
             }
         }
     }

@@ -69,7 +69,10 @@ pub fn compile(
 
 fn route(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Route, ConfigError> {
     let Value::Array(items) = v else {
-        return Err(path.error(format!("a route must be an array of steps, not {}", type_name(v))));
+        return Err(path.error(format!(
+            "a route must be an array of steps, not {}",
+            type_name(v)
+        )));
     };
     let steps = items
         .iter()
@@ -116,10 +119,10 @@ pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action,
         [] => return Err(path.error("needs one of \"pass\", \"share\", \"proxy\" or \"return\"")),
         _ => return Err(path.error(format!("has more than one of {}", present.join(", ")))),
     };
-    if !matches!(kind, ActionKind::Share(_)) {
-        if let Some(k) = SHARE_ONLY.iter().find(|k| map.contains_key(**k)) {
-            return Err(path.key(k).error("is only valid with \"share\""));
-        }
+    if !matches!(kind, ActionKind::Share(_))
+        && let Some(k) = SHARE_ONLY.iter().find(|k| map.contains_key(**k))
+    {
+        return Err(path.key(k).error("is only valid with \"share\""));
     }
     if !matches!(kind, ActionKind::Return { .. }) && map.contains_key("location") {
         return Err(path.key("location").error("is only valid with \"return\""));
@@ -151,13 +154,21 @@ fn return_action(map: &Map<String, Value>, path: &JsonPath) -> Result<ActionKind
     Ok(ActionKind::Return { status, location })
 }
 
-fn share(map: &Map<String, Value>, path: &JsonPath, passes: &mut Passes) -> Result<Share, ConfigError> {
+fn share(
+    map: &Map<String, Value>,
+    path: &JsonPath,
+    passes: &mut Passes,
+) -> Result<Share, ConfigError> {
     let spath = path.key("share");
     let paths = strings(&map["share"], &spath)?
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let p = if matches!(map["share"], Value::Array(_)) { spath.index(i) } else { spath.clone() };
+            let p = if matches!(map["share"], Value::Array(_)) {
+                spath.index(i)
+            } else {
+                spath.clone()
+            };
             template_str(s, &p)
         })
         .collect::<Result<_, _>>()?;
@@ -170,7 +181,8 @@ fn share(map: &Map<String, Value>, path: &JsonPath, passes: &mut Passes) -> Resu
         None => None,
     };
     let flag = |key: &str| -> Result<bool, ConfigError> {
-        map.get(key).map_or(Ok(true), |b| boolean(b, &path.key(key)))
+        map.get(key)
+            .map_or(Ok(true), |b| boolean(b, &path.key(key)))
     };
     let types = match map.get("types") {
         Some(t) => Some(PatternSet::compile(t, &path.key("types"), true)?),
@@ -202,7 +214,8 @@ fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
         None => rest.parse::<std::net::SocketAddr>().is_ok(),
     };
     if !valid {
-        return Err(path.error("must be \"http://IP:PORT\", \"http://[IPv6]:PORT\" or \"http://unix:/PATH\""));
+        return Err(path
+            .error("must be \"http://IP:PORT\", \"http://[IPv6]:PORT\" or \"http://unix:/PATH\""));
     }
     Ok(s.to_owned())
 }
@@ -248,7 +261,9 @@ pub fn parse_pass(s: &str) -> Option<PassTarget> {
         ("routes", None, None) => Some(PassTarget::Route(String::new())),
         ("routes", Some(n), None) if !n.is_empty() => Some(PassTarget::Route(n.to_owned())),
         // `applications/NAME/TARGET` names one of an application's targets.
-        ("applications", Some(n), _) if !n.is_empty() => Some(PassTarget::Application(n.to_owned())),
+        ("applications", Some(n), _) if !n.is_empty() => {
+            Some(PassTarget::Application(n.to_owned()))
+        }
         ("upstreams", Some(n), None) if !n.is_empty() => Some(PassTarget::Upstream(n.to_owned())),
         _ => None,
     }
@@ -276,7 +291,10 @@ impl Targets<'_> {
         };
         let (exists, what) = match target {
             PassTarget::Route(n) => (self.routes.contains_key(n), route_label(n)),
-            PassTarget::Application(n) => (self.applications.contains(n), format!("application \"{n}\"")),
+            PassTarget::Application(n) => (
+                self.applications.contains(n),
+                format!("application \"{n}\""),
+            ),
             PassTarget::Upstream(n) => (self.upstreams.contains(n), format!("upstream \"{n}\"")),
         };
         if exists {
@@ -296,12 +314,21 @@ fn route_label(name: &str) -> String {
 }
 
 /// Rejects a route that can pass back to itself: such a request would loop forever.
-pub fn check_cycles(routes: &HashMap<String, Arc<Route>>, passes: &Passes) -> Result<(), ConfigError> {
+pub fn check_cycles(
+    routes: &HashMap<String, Arc<Route>>,
+    passes: &Passes,
+) -> Result<(), ConfigError> {
     let edges = |name: &str| -> Vec<(String, JsonPath)> {
-        let prefix = if name.is_empty() { "routes/".to_owned() } else { format!("routes/{name}/") };
+        let prefix = if name.is_empty() {
+            "routes/".to_owned()
+        } else {
+            format!("routes/{name}/")
+        };
         passes
             .iter()
-            .filter(|(_, p)| p.as_str().starts_with(&prefix) && belongs_to(p.as_str(), name, routes))
+            .filter(|(_, p)| {
+                p.as_str().starts_with(&prefix) && belongs_to(p.as_str(), name, routes)
+            })
             .filter_map(|(pass, p)| match pass {
                 Pass::Fixed(PassTarget::Route(to)) => Some((to.clone(), p.clone())),
                 _ => None,
@@ -330,7 +357,11 @@ pub fn check_cycles(routes: &HashMap<String, Arc<Route>>, passes: &Passes) -> Re
 fn belongs_to(path: &str, name: &str, routes: &HashMap<String, Arc<Route>>) -> bool {
     let rest = &path["routes/".len()..];
     if name.is_empty() {
-        routes.len() == 1 && rest.split('/').next().is_some_and(|s| s.parse::<usize>().is_ok())
+        routes.len() == 1
+            && rest
+                .split('/')
+                .next()
+                .is_some_and(|s| s.parse::<usize>().is_ok())
     } else {
         rest.starts_with(&format!("{name}/"))
     }

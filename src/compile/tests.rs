@@ -32,22 +32,58 @@ fn accepts_unit_shapes() {
 #[test]
 fn names_the_path_of_each_error() {
     let cases = [
-        (json!({"listeners": {"*:80": {}}}), "listeners/*:80: a listener needs a \"pass\""),
-        (json!({"listeners": {"nope": {"pass": "routes"}}, "routes": []}), "listeners/nope: not a listener address"),
-        (json!({"listeners": {"*:80": {"pass": "routes/x"}}, "routes": {}}), "listeners/*:80/pass: route \"x\" does not exist"),
-        (json!({"routes": [{"action": {"return": 200, "share": "/x"}}]}), "routes/0/action: has more than one"),
-        (json!({"routes": [{"action": {"return": 1000}}]}), "routes/0/action/return: must be at most 999"),
-        (json!({"routes": [{"action": {"return": 200, "index": "x"}}]}), "routes/0/action/index: is only valid with \"share\""),
-        (json!({"routes": [{"action": {"pass": "applications/none"}}]}), "routes/0/action/pass: application \"none\" does not exist"),
-        (json!({"routes": [{"action": {"proxy": "ftp://x"}}]}), "routes/0/action/proxy: must start with \"http://\""),
-        (json!({"settings": {"http": {"idle_timeout": "x"}}}), "settings/http/idle_timeout: must be a non-negative number"),
-        (json!({"settings": {"http": {"typo": 1}}}), "settings/http/typo: unknown option"),
+        (
+            json!({"listeners": {"*:80": {}}}),
+            "listeners/*:80: a listener needs a \"pass\"",
+        ),
+        (
+            json!({"listeners": {"nope": {"pass": "routes"}}, "routes": []}),
+            "listeners/nope: not a listener address",
+        ),
+        (
+            json!({"listeners": {"*:80": {"pass": "routes/x"}}, "routes": {}}),
+            "listeners/*:80/pass: route \"x\" does not exist",
+        ),
+        (
+            json!({"routes": [{"action": {"return": 200, "share": "/x"}}]}),
+            "routes/0/action: has more than one",
+        ),
+        (
+            json!({"routes": [{"action": {"return": 1000}}]}),
+            "routes/0/action/return: must be at most 999",
+        ),
+        (
+            json!({"routes": [{"action": {"return": 200, "index": "x"}}]}),
+            "routes/0/action/index: is only valid with \"share\"",
+        ),
+        (
+            json!({"routes": [{"action": {"pass": "applications/none"}}]}),
+            "routes/0/action/pass: application \"none\" does not exist",
+        ),
+        (
+            json!({"routes": [{"action": {"proxy": "ftp://x"}}]}),
+            "routes/0/action/proxy: must start with \"http://\"",
+        ),
+        (
+            json!({"settings": {"http": {"idle_timeout": "x"}}}),
+            "settings/http/idle_timeout: must be a non-negative number",
+        ),
+        (
+            json!({"settings": {"http": {"typo": 1}}}),
+            "settings/http/typo: unknown option",
+        ),
         (json!({"bogus": 1}), "bogus: unknown option"),
-        (json!({"access_log": "relative.log"}), "access_log: the log path must be absolute"),
+        (
+            json!({"access_log": "relative.log"}),
+            "access_log: the log path must be absolute",
+        ),
     ];
     for (doc, expected) in cases {
         let got = error_of(doc);
-        assert!(got.starts_with(expected), "expected {expected:?}, got {got:?}");
+        assert!(
+            got.starts_with(expected),
+            "expected {expected:?}, got {got:?}"
+        );
     }
 }
 

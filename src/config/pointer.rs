@@ -23,7 +23,9 @@ pub fn segments(path: &str) -> Result<Vec<String>, EditError> {
             percent_decode_str(s)
                 .decode_utf8()
                 .map(|c| c.into_owned())
-                .map_err(|_| EditError::Invalid(format!("the path segment {s:?} is not valid UTF-8")))
+                .map_err(|_| {
+                    EditError::Invalid(format!("the path segment {s:?} is not valid UTF-8"))
+                })
         })
         .collect()
 }
@@ -112,7 +114,10 @@ mod tests {
     #[test]
     fn decodes_segments() {
         assert_eq!(segs("/listeners/*:8080/"), ["listeners", "*:8080"]);
-        assert_eq!(segs("listeners/unix:%2Ftmp%2Fa.sock"), ["listeners", "unix:/tmp/a.sock"]);
+        assert_eq!(
+            segs("listeners/unix:%2Ftmp%2Fa.sock"),
+            ["listeners", "unix:/tmp/a.sock"]
+        );
     }
 
     #[test]
@@ -120,20 +125,49 @@ mod tests {
         let mut doc = json!({"routes": [{"action": {"return": 200}}], "listeners": {}});
         put(&mut doc, &segs("listeners/*:80"), json!({"pass": "routes"})).unwrap();
         put(&mut doc, &segs("routes/0/action/return"), json!(204)).unwrap();
-        post(&mut doc, &segs("routes"), json!({"action": {"return": 404}})).unwrap();
-        assert_eq!(get(&doc, &segs("routes/1/action/return")), Some(&json!(404)));
-        assert_eq!(get(&doc, &segs("routes/0/action/return")), Some(&json!(204)));
+        post(
+            &mut doc,
+            &segs("routes"),
+            json!({"action": {"return": 404}}),
+        )
+        .unwrap();
+        assert_eq!(
+            get(&doc, &segs("routes/1/action/return")),
+            Some(&json!(404))
+        );
+        assert_eq!(
+            get(&doc, &segs("routes/0/action/return")),
+            Some(&json!(204))
+        );
         delete(&mut doc, &segs("routes/0")).unwrap();
-        assert_eq!(get(&doc, &segs("routes/0/action/return")), Some(&json!(404)));
-        assert_eq!(get(&doc, &segs("listeners/*:80/pass")), Some(&json!("routes")));
+        assert_eq!(
+            get(&doc, &segs("routes/0/action/return")),
+            Some(&json!(404))
+        );
+        assert_eq!(
+            get(&doc, &segs("listeners/*:80/pass")),
+            Some(&json!("routes"))
+        );
     }
 
     #[test]
     fn reports_missing_and_invalid_targets() {
         let mut doc = json!({"listeners": {}});
-        assert_eq!(put(&mut doc, &segs("nope/x"), json!(1)), Err(EditError::NotFound));
-        assert_eq!(delete(&mut doc, &segs("listeners/x")), Err(EditError::NotFound));
-        assert!(matches!(post(&mut doc, &segs("listeners"), json!(1)), Err(EditError::Invalid(_))));
-        assert_eq!(put(&mut doc, &segs("listeners/0/x"), json!(1)), Err(EditError::NotFound));
+        assert_eq!(
+            put(&mut doc, &segs("nope/x"), json!(1)),
+            Err(EditError::NotFound)
+        );
+        assert_eq!(
+            delete(&mut doc, &segs("listeners/x")),
+            Err(EditError::NotFound)
+        );
+        assert!(matches!(
+            post(&mut doc, &segs("listeners"), json!(1)),
+            Err(EditError::Invalid(_))
+        ));
+        assert_eq!(
+            put(&mut doc, &segs("listeners/0/x"), json!(1)),
+            Err(EditError::NotFound)
+        );
     }
 }

@@ -27,7 +27,10 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
         ("", &Method::GET) => {
             let (doc, etag) = engine.read(Value::clone).await;
             let status = status_json(engine).await;
-            with_etag(answer(StatusCode::OK, &json!({"config": doc, "status": status})), &etag)
+            with_etag(
+                answer(StatusCode::OK, &json!({"config": doc, "status": status})),
+                &etag,
+            )
         }
         ("status" | "", _) => fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None),
         _ => fail(StatusCode::NOT_FOUND, "Invalid path.", None),
@@ -47,10 +50,10 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
             None => edit_error(EditError::NotFound),
         };
     }
-    let dry_run = req
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|p| p == "dry_run" || p == "dry_run=1" || p == "dry_run=true"));
+    let dry_run = req.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "dry_run" || p == "dry_run=1" || p == "dry_run=true")
+    });
     let if_match = req
         .headers()
         .get(header::IF_MATCH)
@@ -67,9 +70,13 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
                 Err(r) => return r,
             };
             if method == Method::PUT {
-                engine.change(|doc| pointer::put(doc, &segs, value), opts).await
+                engine
+                    .change(|doc| pointer::put(doc, &segs, value), opts)
+                    .await
             } else {
-                engine.change(|doc| pointer::post(doc, &segs, value), opts).await
+                engine
+                    .change(|doc| pointer::post(doc, &segs, value), opts)
+                    .await
             }
         }
         Method::DELETE => engine.change(|doc| pointer::delete(doc, &segs), opts).await,
@@ -77,10 +84,14 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
     };
     let (_, etag) = engine.read(|_| ()).await;
     match result {
-        Ok(Changed::Valid) => answer(StatusCode::OK, &json!({"success": "Configuration is valid."})),
-        Ok(Changed::Applied | Changed::Unchanged) => {
-            with_etag(answer(StatusCode::OK, &json!({"success": "Reconfiguration done."})), &etag)
-        }
+        Ok(Changed::Valid) => answer(
+            StatusCode::OK,
+            &json!({"success": "Configuration is valid."}),
+        ),
+        Ok(Changed::Applied | Changed::Unchanged) => with_etag(
+            answer(StatusCode::OK, &json!({"success": "Reconfiguration done."})),
+            &etag,
+        ),
         Err(e) => change_error(e),
     }
 }
@@ -132,14 +143,20 @@ async fn status_json(engine: &Engine) -> Value {
 fn edit_error(e: EditError) -> Response<Body> {
     match e {
         EditError::NotFound => fail(StatusCode::NOT_FOUND, "Value doesn't exist.", None),
-        EditError::Invalid(detail) => fail(StatusCode::BAD_REQUEST, "Invalid request.", Some(detail)),
+        EditError::Invalid(detail) => {
+            fail(StatusCode::BAD_REQUEST, "Invalid request.", Some(detail))
+        }
     }
 }
 
 fn change_error(e: ChangeError) -> Response<Body> {
     match e {
         ChangeError::Edit(e) => edit_error(e),
-        ChangeError::Invalid(e) => fail(StatusCode::BAD_REQUEST, "Invalid configuration.", Some(e.to_string())),
+        ChangeError::Invalid(e) => fail(
+            StatusCode::BAD_REQUEST,
+            "Invalid configuration.",
+            Some(e.to_string()),
+        ),
         ChangeError::Apply(e) => fail(
             StatusCode::BAD_REQUEST,
             "Failed to apply new configuration.",
@@ -151,7 +168,11 @@ fn change_error(e: ChangeError) -> Response<Body> {
             Some(e.to_string()),
         ),
         ChangeError::Stale { current } => {
-            let r = fail(StatusCode::PRECONDITION_FAILED, "Precondition failed.", Some(e_stale(&current)));
+            let r = fail(
+                StatusCode::PRECONDITION_FAILED,
+                "Precondition failed.",
+                Some(e_stale(&current)),
+            );
             with_etag(r, &current)
         }
     }
@@ -174,8 +195,10 @@ fn answer(status: StatusCode, doc: &Value) -> Response<Body> {
     text.push(b'\n');
     let mut r = Response::new(body::full(text));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 

@@ -102,7 +102,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// Carries out one action; boxed because a share's `fallback` is an action too.
-    fn act<'b>(&'b mut self, action: &'a Action) -> Pin<Box<dyn Future<Output = Next> + Send + 'b>> {
+    fn act<'b>(
+        &'b mut self,
+        action: &'a Action,
+    ) -> Pin<Box<dyn Future<Output = Next> + Send + 'b>> {
         Box::pin(async move {
             if let Some(rewrite) = &action.rewrite {
                 let target = rewrite.render(&self.vars());
@@ -134,24 +137,34 @@ impl<'a> Ctx<'a> {
     }
 
     async fn share(&mut self, share: &'a Share) -> Next {
-        let chroot = share
-            .chroot
-            .as_ref()
-            .map(|c| c.render(&self.vars()).into());
+        let chroot = share.chroot.as_ref().map(|c| c.render(&self.vars()).into());
         let opts = ShareOptions {
             index: share.index.clone(),
             chroot,
             follow_symlinks: share.follow_symlinks,
             traverse_mounts: share.traverse_mounts,
         };
-        let types = share.types.as_ref().map(|t| move |mime: &str| t.matches(mime));
+        let types = share
+            .types
+            .as_ref()
+            .map(|t| move |mime: &str| t.matches(mime));
         let types: Option<&(dyn Fn(&str) -> bool + Sync)> = types.as_ref().map(|f| f as _);
         let mut last = StatusCode::NOT_FOUND;
         for path in &share.paths {
             let file = path.render(&self.vars());
             let req = &*self.request;
             let mime = &self.snapshot.settings.mime_types;
-            match share::serve(&file, &opts, types, mime, &req.method, &req.headers, &req.path).await {
+            match share::serve(
+                &file,
+                &opts,
+                types,
+                mime,
+                &req.method,
+                &req.headers,
+                &req.path,
+            )
+            .await
+            {
                 ShareOutcome::Served(response) => return Next::Respond(response),
                 ShareOutcome::NotFound => last = StatusCode::NOT_FOUND,
                 ShareOutcome::Forbidden => last = StatusCode::FORBIDDEN,
@@ -166,7 +179,10 @@ impl<'a> Ctx<'a> {
     /// Destinations that later subsystems serve (applications, upstreams, proxy).
     async fn unavailable(&mut self, name: &str) -> Response<Body> {
         let _ = self.drain().await;
-        tracing::warn!(destination = name, "no handler for this destination in this build");
+        tracing::warn!(
+            destination = name,
+            "no handler for this destination in this build"
+        );
         error(StatusCode::BAD_GATEWAY)
     }
 
@@ -209,7 +225,9 @@ impl<'a> Ctx<'a> {
                     Ok(v) => {
                         headers.insert(name.clone(), v);
                     }
-                    Err(_) => tracing::debug!(header = %name, "response header value is not valid; skipped"),
+                    Err(_) => {
+                        tracing::debug!(header = %name, "response header value is not valid; skipped")
+                    }
                 },
             }
         }
@@ -250,9 +268,7 @@ pub fn error(status: StatusCode) -> Response<Body> {
     );
     let mut r = Response::new(body::full(page));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html"),
-    );
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
     r
 }

@@ -16,8 +16,8 @@ use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts};
 use crate::snapshot::ListenAddr;
 
-/// The largest request head accepted; a larger one is answered with 431.
-const MAX_HEAD: usize = 64 * 1024;
+/// The largest request head accepted (request line and all fields); a larger one is answered with 431.
+const MAX_HEAD: usize = 32 * 1024;
 
 /// What a request needs to know about the connection it came on.
 #[derive(Debug)]
@@ -29,7 +29,11 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
-    pub fn new(listener: ListenAddr, remote: Option<SocketAddr>, local: Option<SocketAddr>) -> Arc<Self> {
+    pub fn new(
+        listener: ListenAddr,
+        remote: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+    ) -> Arc<Self> {
         Arc::new(ConnInfo {
             listener,
             remote,
@@ -57,8 +61,7 @@ where
     };
     let conn = http1::Builder::new()
         .keep_alive(true)
-        .pipeline_flush(true)
-        .max_buf_size(MAX_HEAD)
+        .max_header_size(MAX_HEAD)
         .serve_connection(TokioIo::new(io), svc)
         .with_upgrades();
     tokio::pin!(conn);

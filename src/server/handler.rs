@@ -16,7 +16,11 @@ use super::{Published, Shared, actions};
 use crate::body::Body;
 use crate::request::RequestInfo;
 
-pub async fn handle(req: Request<Incoming>, info: Arc<ConnInfo>, shared: Arc<Shared>) -> Response<Body> {
+pub async fn handle(
+    req: Request<Incoming>,
+    info: Arc<ConnInfo>,
+    shared: Arc<Shared>,
+) -> Response<Body> {
     let started = Instant::now();
     let wall = SystemTime::now();
     info.state.begin_request();
@@ -24,7 +28,8 @@ pub async fn handle(req: Request<Incoming>, info: Arc<ConnInfo>, shared: Arc<Sha
     let published = shared.current.load_full();
     let (mut parts, body) = req.into_parts();
     let checked = validate::check(&parts);
-    let (mut request, target_error) = RequestInfo::from_parts(&mut parts, "http", info.remote, info.local);
+    let (mut request, target_error) =
+        RequestInfo::from_parts(&mut parts, "http", info.remote, info.local);
     let response = match (checked, target_error) {
         (Err((status, why)), _) => {
             tracing::debug!(%status, why, "rejected request");
@@ -94,19 +99,26 @@ fn finish(
     started: Instant,
     wall: SystemTime,
 ) -> Response<Body> {
-    let server = if published.snapshot.settings.server_version { SERVER } else { "rein" };
+    let server = if published.snapshot.settings.server_version {
+        SERVER
+    } else {
+        "rein"
+    };
     response
         .headers_mut()
         .insert(header::SERVER, HeaderValue::from_static(server));
-    let log = published.access_log.clone().map(|sink| super::tracked::LogEntry {
-        sink,
-        published: published.clone(),
-        request,
-        status: response.status().as_u16(),
-        headers: response.headers().clone(),
-        started,
-        wall,
-    });
+    let log = published
+        .access_log
+        .clone()
+        .map(|sink| super::tracked::LogEntry {
+            sink,
+            published: published.clone(),
+            request,
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            started,
+            wall,
+        });
     let (parts, body) = response.into_parts();
     let body = Tracked::new(body, info.state.clone(), shared.clone(), log);
     Response::from_parts(parts, Body::new(body))

@@ -116,7 +116,10 @@ async fn accept(bound: &Bound, addr: &ListenAddr) -> std::io::Result<(Stream, Ar
             let (s, remote) = l.accept().await?;
             let _ = s.set_nodelay(true);
             let local = s.local_addr().ok();
-            Ok((Stream::Tcp(s), ConnInfo::new(addr.clone(), Some(remote), local)))
+            Ok((
+                Stream::Tcp(s),
+                ConnInfo::new(addr.clone(), Some(remote), local),
+            ))
         }
         Bound::Unix(l) => {
             let (s, _) = l.accept().await?;

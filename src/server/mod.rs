@@ -123,12 +123,19 @@ impl Server {
     }
 
     /// Reuses the open log when its path is unchanged; opens (and checks) a new one otherwise.
-    fn open_access_log(&self, snapshot: &Snapshot) -> Result<Option<access_log::Sink>, ConfigError> {
+    fn open_access_log(
+        &self,
+        snapshot: &Snapshot,
+    ) -> Result<Option<access_log::Sink>, ConfigError> {
         let Some(conf) = &snapshot.access_log else {
             return Ok(None);
         };
         let current = self.shared.current.load();
-        if let Some(sink) = current.access_log.as_ref().filter(|s| s.path() == conf.path) {
+        if let Some(sink) = current
+            .access_log
+            .as_ref()
+            .filter(|s| s.path() == conf.path)
+        {
             return Ok(Some(sink.clone()));
         }
         access_log::Sink::open(&conf.path).map(Some).map_err(|e| {
@@ -158,7 +165,9 @@ impl Server {
             r.stop.cancel();
         }
         self.conns.close();
-        tokio::time::timeout(deadline, self.conns.wait()).await.is_ok()
+        tokio::time::timeout(deadline, self.conns.wait())
+            .await
+            .is_ok()
     }
 }
 

@@ -5,6 +5,10 @@
 //! consuming, `send_timeout` between writes that make progress, and `idle_timeout` between requests on a
 //! keep-alive connection (closed quietly). The request handler tells it where the connection stands through
 //! [`ConnState`].
+//!
+//! When rein closes a connection whose peer may still be sending (an error answer, a timeout), dropping the
+//! socket at once would make the kernel send a reset that can destroy the answer before the client reads it.
+//! So a dropped [`TimedIo`] lingers, as nginx does: it shuts down its side and reads what is left, briefly.
 
 use std::io;
 use std::pin::Pin;
@@ -12,10 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use futures_util::task::AtomicWaker;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::snapshot::HttpSettings;
+
+/// How long a closing connection keeps reading what its peer still sends.
+const LINGER: Duration = Duration::from_secs(2);
 
 const REQUEST_TIMEOUT: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
@@ -27,23 +35,29 @@ pub struct ConnState {
     reading_body: AtomicBool,
     /// Bumped at each request start and end, so the socket wrapper notices a new phase.
     epoch: AtomicU64,
+    /// The task waiting on a read: woken at each change so it re-arms its deadline for the new phase
+    /// (hyper does not poll a read it is already waiting on).
+    reader: AtomicWaker,
 }
 
 impl ConnState {
     pub fn begin_request(&self) {
         self.in_request.store(true, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.reader.wake();
     }
 
     pub fn end_request(&self) {
         self.reading_body.store(false, Ordering::Release);
         self.in_request.store(false, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.reader.wake();
     }
 
     /// Marks the stretch during which the handler consumes the request body.
     pub fn reading_body(&self, on: bool) {
         self.reading_body.store(on, Ordering::Release);
+        self.reader.wake();
     }
 }
 
@@ -79,8 +93,11 @@ enum Phase {
 }
 
 /// A client socket with Unit's timeouts.
-pub struct TimedIo<S> {
-    inner: S,
+pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
+    /// Always `Some` until dropped, when the socket moves to its lingering close.
+    inner: Option<S>,
+    /// The peer closed its side: there is nothing left to linger for.
+    peer_closed: bool,
     state: std::sync::Arc<ConnState>,
     timeouts: Timeouts,
     phase: Phase,
@@ -90,12 +107,13 @@ pub struct TimedIo<S> {
     write_waiting: bool,
 }
 
-impl<S> TimedIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
     pub fn new(inner: S, state: std::sync::Arc<ConnState>, timeouts: Timeouts) -> Self {
         // A fresh connection gets the header timeout to send its first request, closed quietly if silent.
         let first = Instant::now() + timeouts.header;
         TimedIo {
-            inner,
+            inner: Some(inner),
+            peer_closed: false,
             state,
             timeouts,
             phase: Phase::Idle,
@@ -104,6 +122,14 @@ impl<S> TimedIo<S> {
             write_timer: Box::pin(sleep_until(first)),
             write_waiting: false,
         }
+    }
+
+    fn io(&mut self) -> Pin<&mut S> {
+        Pin::new(
+            self.inner
+                .as_mut()
+                .expect("the socket is present until drop"),
+        )
     }
 
     fn arm_read(&mut self, after: Duration) {
@@ -147,7 +173,7 @@ impl<S> TimedIo<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -156,16 +182,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<S> {
         let this = self.get_mut();
         this.sync_phase();
         let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+        match this.io().poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     this.on_bytes();
+                } else {
+                    this.peer_closed = true;
                 }
                 return Poll::Ready(Ok(()));
             }
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => {}
         }
+        this.state.reader.register(cx.waker());
         if this.phase == Phase::Quiet || this.read_timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
@@ -174,7 +203,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<S> {
             Phase::Idle => Poll::Ready(Ok(())),
             Phase::Header => {
                 // Best effort: the client may not be reading either.
-                let _ = Pin::new(&mut this.inner).poll_write(cx, REQUEST_TIMEOUT);
+                let _ = this.io().poll_write(cx, REQUEST_TIMEOUT);
                 Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "header_read_timeout",
@@ -188,9 +217,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> TimedIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
     /// Applies `send_timeout` to a write that made no progress.
-    fn guard_write<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn guard_write<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
         match r {
             Poll::Ready(r) => {
                 self.write_waiting = false;
@@ -204,10 +237,9 @@ impl<S: AsyncWrite + Unpin> TimedIo<S> {
                         .reset(Instant::now() + self.timeouts.send);
                 }
                 match self.write_timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "send_timeout",
-                    ))),
+                    Poll::Ready(()) => {
+                        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send_timeout")))
+                    }
                     Poll::Pending => Poll::Pending,
                 }
             }
@@ -215,10 +247,14 @@ impl<S: AsyncWrite + Unpin> TimedIo<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        let r = this.io().poll_write(cx, buf);
         this.guard_write(cx, r)
     }
 
@@ -228,21 +264,49 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        let r = this.io().poll_write_vectored(cx, bufs);
         this.guard_write(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        let r = this.io().poll_flush(cx);
         this.guard_write(cx, r)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        self.get_mut().io().poll_shutdown(cx)
     }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Drop for TimedIo<S> {
+    fn drop(&mut self) {
+        let Some(socket) = self.inner.take() else {
+            return;
+        };
+        if self.peer_closed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(linger(socket));
+        }
+    }
+}
+
+/// Closes our side, then reads and discards until the peer closes too or [`LINGER`] passes.
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S) {
+    let _ = socket.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = socket.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }

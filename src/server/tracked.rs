@@ -37,7 +37,12 @@ pub struct Tracked {
 }
 
 impl Tracked {
-    pub fn new(inner: Body, state: Arc<ConnState>, shared: Arc<Shared>, log: Option<LogEntry>) -> Self {
+    pub fn new(
+        inner: Body,
+        state: Arc<ConnState>,
+        shared: Arc<Shared>,
+        log: Option<LogEntry>,
+    ) -> Self {
         Tracked {
             inner,
             state,
@@ -57,10 +62,10 @@ impl HttpBody for Tracked {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                self.sent += data.len() as u64;
-            }
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            self.sent += data.len() as u64;
         }
         polled
     }

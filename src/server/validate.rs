@@ -2,6 +2,8 @@
 //!
 //! These are the request-smuggling and cache-poisoning shapes (RFC 9112 §6.3, §3.2): answered before routing,
 //! with the connection closed afterwards so no bytes of a doubtful body are read as a next request.
+//! (A head with both `Content-Length` and `Transfer-Encoding: chunked` never reaches this check: hyper frames it
+//! by the transfer coding, as RFC 9112 §6.3 says, and drops the `Content-Length`, so no backend can see it.)
 
 use http::{HeaderMap, StatusCode, Version, header, request::Parts};
 
@@ -13,14 +15,23 @@ pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
         return Err((StatusCode::BAD_REQUEST, "more than one Host header"));
     }
     if hosts == 0 && parts.version == Version::HTTP_11 {
-        return Err((StatusCode::BAD_REQUEST, "HTTP/1.1 request without a Host header"));
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "HTTP/1.1 request without a Host header",
+        ));
     }
     if headers.contains_key(header::TRANSFER_ENCODING) {
         if headers.contains_key(header::CONTENT_LENGTH) {
-            return Err((StatusCode::BAD_REQUEST, "both Content-Length and Transfer-Encoding"));
+            return Err((
+                StatusCode::BAD_REQUEST,
+                "both Content-Length and Transfer-Encoding",
+            ));
         }
         if !only_chunked(headers) {
-            return Err((StatusCode::NOT_IMPLEMENTED, "a transfer coding other than chunked"));
+            return Err((
+                StatusCode::NOT_IMPLEMENTED,
+                "a transfer coding other than chunked",
+            ));
         }
     }
     Ok(())
@@ -41,7 +52,12 @@ fn only_chunked(headers: &HeaderMap) -> bool {
 pub fn discard_unsafe_fields(headers: &mut HeaderMap) {
     let unsafe_names: Vec<_> = headers
         .keys()
-        .filter(|name| !name.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        .filter(|name| {
+            !name
+                .as_str()
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
         .cloned()
         .collect();
     for name in unsafe_names {
@@ -60,10 +76,15 @@ mod tests {
     #[test]
     fn host_rules() {
         assert!(check(&parts(http::Request::get("/").header("host", "a"))).is_ok());
-        assert_eq!(check(&parts(http::Request::get("/"))).unwrap_err().0, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            check(&parts(http::Request::get("/"))).unwrap_err().0,
+            StatusCode::BAD_REQUEST
+        );
         let http10 = http::Request::get("/").version(Version::HTTP_10);
         assert!(check(&parts(http10)).is_ok());
-        let two = http::Request::get("/").header("host", "a").header("host", "b");
+        let two = http::Request::get("/")
+            .header("host", "a")
+            .header("host", "b");
         assert_eq!(check(&parts(two)).unwrap_err().0, StatusCode::BAD_REQUEST);
     }
 
@@ -71,10 +92,15 @@ mod tests {
     fn framing_rules() {
         let base = || http::Request::post("/").header("host", "a");
         assert!(check(&parts(base().header("transfer-encoding", "chunked"))).is_ok());
-        let both = base().header("transfer-encoding", "chunked").header("content-length", "3");
+        let both = base()
+            .header("transfer-encoding", "chunked")
+            .header("content-length", "3");
         assert_eq!(check(&parts(both)).unwrap_err().0, StatusCode::BAD_REQUEST);
         let gzip = base().header("transfer-encoding", "gzip, chunked");
-        assert_eq!(check(&parts(gzip)).unwrap_err().0, StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(
+            check(&parts(gzip)).unwrap_err().0,
+            StatusCode::NOT_IMPLEMENTED
+        );
     }
 
     #[test]

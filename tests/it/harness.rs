@@ -40,7 +40,13 @@ impl Rein {
         std::fs::write(&empty, "{}").unwrap();
         let args: Vec<String> = args
             .iter()
-            .map(|a| if *a == "EMPTY" { empty.display().to_string() } else { a.to_string() })
+            .map(|a| {
+                if *a == "EMPTY" {
+                    empty.display().to_string()
+                } else {
+                    a.to_string()
+                }
+            })
             .collect();
         let child = Command::new(env!("CARGO_BIN_EXE_rein"))
             .arg("run")
@@ -107,17 +113,27 @@ impl Rein {
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
 
-    pub fn api_raw(&self, method: &str, path: &str, body: Option<&str>, extra: &[(&str, &str)]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    pub fn api_raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> (u16, Vec<(String, String)>, Vec<u8>) {
         let mut stream = UnixStream::connect(self.control()).expect("control socket");
         let body = body.unwrap_or("");
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
         for (k, v) in extra {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
         req.push_str("\r\n");
         req.push_str(body);
         stream.write_all(req.as_bytes()).unwrap();
-        let r = read_response(&mut BufReader::new(stream), method == "HEAD").expect("control response");
+        let r =
+            read_response(&mut BufReader::new(stream), method == "HEAD").expect("control response");
         (r.status, r.headers, r.body)
     }
 
@@ -231,14 +247,19 @@ pub fn read_response(r: &mut impl BufRead, head_only: bool) -> Option<Response> 
     };
     if status == 100 {
         return read_response(r, head_only).map(|mut final_resp| {
-            final_resp.headers.push(("x-test-saw-100".into(), "1".into()));
+            final_resp
+                .headers
+                .push(("x-test-saw-100".into(), "1".into()));
             final_resp
         });
     }
     if head_only || status == 204 || status == 304 {
         return Some(resp);
     }
-    if resp.header("transfer-encoding").is_some_and(|te| te.contains("chunked")) {
+    if resp
+        .header("transfer-encoding")
+        .is_some_and(|te| te.contains("chunked"))
+    {
         loop {
             let mut size = String::new();
             r.read_line(&mut size).ok()?;
@@ -250,7 +271,10 @@ pub fn read_response(r: &mut impl BufRead, head_only: bool) -> Option<Response> 
             }
             resp.body.extend_from_slice(&chunk[..n]);
         }
-    } else if let Some(n) = resp.header("content-length").and_then(|n| n.parse::<usize>().ok()) {
+    } else if let Some(n) = resp
+        .header("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
         resp.body = vec![0; n];
         r.read_exact(&mut resp.body).ok()?;
     } else {
@@ -277,6 +301,10 @@ impl Conn {
         self.reader.get_mut().write_all(bytes).expect("write");
     }
 
+    pub fn reader(&mut self) -> &mut BufReader<TcpStream> {
+        &mut self.reader
+    }
+
     pub fn read(&mut self) -> Option<Response> {
         read_response(&mut self.reader, false)
     }
@@ -290,7 +318,13 @@ impl Conn {
         self.request("GET", path, headers, b"")
     }
 
-    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -302,7 +336,11 @@ impl Conn {
         let mut bytes = req.into_bytes();
         bytes.extend_from_slice(body);
         self.send_raw(&bytes);
-        let resp = if method == "HEAD" { self.read_head_only() } else { self.read() };
+        let resp = if method == "HEAD" {
+            self.read_head_only()
+        } else {
+            self.read()
+        };
         resp.unwrap_or_else(|| panic!("no response to {method} {path}"))
     }
 

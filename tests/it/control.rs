@@ -1,0 +1,259 @@
+//! The control API: Unit's paths and answers, nested edits, validation with paths, ETag/If-Match, dry runs.
+
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+
+use crate::harness::{Rein, get};
+
+#[test]
+fn edits_nested_paths_and_arrays() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 201}}]));
+    assert_eq!(get(addr, "/").status, 201);
+
+    // Sub-path PUT, POST appends, GET by index, DELETE by index.
+    let (s, body) = rein.api("PUT", "/config/routes/0/action/return", Some("202"));
+    assert_eq!(
+        (s, body["success"].as_str()),
+        (200, Some("Reconfiguration done."))
+    );
+    assert_eq!(get(addr, "/").status, 202);
+    let step = json!({"match": {"uri": "/b"}, "action": {"return": 203}}).to_string();
+    assert_eq!(rein.api("POST", "/config/routes", Some(&step)).0, 200);
+    assert_eq!(
+        rein.api("GET", "/config/routes/1/action/return", None),
+        (200, json!(203))
+    );
+    assert_eq!(rein.api("DELETE", "/config/routes/0", None).0, 200);
+    assert_eq!(get(addr, "/b").status, 203);
+    assert_eq!(get(addr, "/a").status, 404);
+
+    // A listener key with `*` and `:` in the path, and a percent-encoded one.
+    assert_eq!(
+        rein.api("GET", "/config/listeners/127.0.0.1:0/pass", None),
+        (200, json!("routes"))
+    );
+    assert_eq!(
+        rein.api("GET", "/config/listeners/127.0.0.1%3A0", None).1,
+        json!({"pass": "routes"})
+    );
+    let sock = rein.dir.path().join("l.sock");
+    let key = format!("unix:{}", sock.display()).replace('/', "%2F");
+    let (s, body) = rein.api(
+        "PUT",
+        &format!("/config/listeners/{key}"),
+        Some(r#"{"pass": "routes"}"#),
+    );
+    assert_eq!(s, 200, "{body}");
+    assert!(sock.exists());
+    assert_eq!(
+        rein.api("DELETE", &format!("/config/listeners/{key}"), None)
+            .0,
+        200
+    );
+
+    // Missing values, unknown paths, wrong methods.
+    assert_eq!(
+        rein.api("GET", "/config/nope", None),
+        (404, json!({"error": "Value doesn't exist."}))
+    );
+    assert_eq!(rein.api("DELETE", "/config/routes/9", None).0, 404);
+    assert_eq!(rein.api("PUT", "/config/nope/deeper", Some("1")).0, 404);
+    assert_eq!(rein.api("POST", "/config/listeners", Some("1")).0, 400);
+    assert_eq!(rein.api("GET", "/elsewhere", None).0, 404);
+    assert_eq!(rein.api("PATCH", "/config", Some("{}")).0, 405);
+    assert_eq!(rein.api("DELETE", "/status", None).0, 405);
+}
+
+#[test]
+fn invalid_documents_are_refused_with_their_path_and_change_nothing() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let (_, before) = rein.api("GET", "/config", None);
+    let cases = [
+        (
+            "/config/routes/0/action",
+            r#"{"return": 200, "pass": "routes"}"#,
+            "routes/0/action",
+        ),
+        (
+            "/config/routes/0/match",
+            r#"{"uri": 5}"#,
+            "routes/0/match/uri",
+        ),
+        (
+            "/config/routes/0/action",
+            r#"{"pass": "routes/missing"}"#,
+            "routes/0/action/pass",
+        ),
+        (
+            "/config/listeners/127.0.0.1:0/pass",
+            r#""applications/none""#,
+            "listeners/127.0.0.1:0/pass",
+        ),
+        (
+            "/config/listeners/bogus",
+            r#"{"pass": "routes"}"#,
+            "listeners/bogus",
+        ),
+        (
+            "/config/settings",
+            r#"{"http": {"idle_timeout": -1}}"#,
+            "settings/http/idle_timeout",
+        ),
+        (
+            "/config/routes/0/action",
+            r#"{"share": "/x/$nosuchvar"}"#,
+            "routes/0/action/share",
+        ),
+        ("/config/surprise", "{}", "surprise"),
+    ];
+    for (path, doc, named) in cases {
+        let (status, body) = rein.api("PUT", path, Some(doc));
+        assert_eq!(status, 400, "{path} {doc}: {body}");
+        assert_eq!(body["error"], "Invalid configuration.", "{body}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(named),
+            "detail {detail:?} should name {named}"
+        );
+    }
+    let (status, body) = rein.api("PUT", "/config", Some("{\"listeners\": "));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("Invalid JSON."))
+    );
+    assert_eq!(rein.api("GET", "/config", None).1, before);
+    assert_eq!(get(addr, "/").status, 200);
+}
+
+#[test]
+fn a_listener_that_cannot_bind_fails_the_change_and_keeps_the_old_one() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let key = taken.local_addr().unwrap().to_string();
+    let (status, body) = rein.api(
+        "PUT",
+        &format!("/config/listeners/{key}"),
+        Some(r#"{"pass": "routes"}"#),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"], "Failed to apply new configuration.");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("listeners/{key}")),
+        "{body}"
+    );
+    assert_eq!(
+        rein.api("GET", &format!("/config/listeners/{key}"), None).0,
+        404
+    );
+    assert_eq!(get(addr, "/").status, 200);
+}
+
+#[test]
+fn etags_if_match_and_dry_runs() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let (s, headers, _) = rein.api_raw("GET", "/config", None, &[]);
+    assert_eq!(s, 200);
+    let etag = header(&headers, "etag");
+    let (_, sub_headers, _) = rein.api_raw("GET", "/config/routes", None, &[]);
+    assert_eq!(
+        header(&sub_headers, "etag"),
+        etag,
+        "a read of any path carries the document's ETag"
+    );
+
+    // A write with the current tag succeeds and moves the tag on; the old tag is then stale.
+    let (s, headers, _) = rein.api_raw(
+        "PUT",
+        "/config/routes/0/action/return",
+        Some("204"),
+        &[("If-Match", &etag)],
+    );
+    assert_eq!(s, 200);
+    let new_tag = header(&headers, "etag");
+    assert_ne!(new_tag, etag);
+    let (s, headers, body) = rein.api_raw(
+        "PUT",
+        "/config/routes/0/action/return",
+        Some("205"),
+        &[("If-Match", &etag)],
+    );
+    assert_eq!(s, 412, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(header(&headers, "etag"), new_tag);
+    assert_eq!(get(addr, "/").status, 204);
+
+    // Dry runs validate without applying.
+    let (s, body) = rein.api("PUT", "/config/routes/0/action/return?dry_run", Some("206"));
+    assert_eq!(
+        (s, body["success"].as_str()),
+        (200, Some("Configuration is valid."))
+    );
+    let (s, body) = rein.api(
+        "PUT",
+        "/config/routes/0/action/return?dry_run",
+        Some("2000"),
+    );
+    assert_eq!(s, 400, "{body}");
+    assert_eq!(get(addr, "/").status, 204);
+    assert_eq!(
+        rein.api("GET", "/config/routes/0/action/return", None).1,
+        json!(204)
+    );
+}
+
+#[test]
+fn an_unchanged_document_is_a_no_op() {
+    let rein = Rein::start();
+    rein.serve(json!([{"action": {"return": 200}}]));
+    let generation = |r: &Rein| r.api("GET", "/status", None).1["config"]["generation"].clone();
+    let before = generation(&rein);
+    let (_, doc) = rein.api("GET", "/config", None);
+    assert_eq!(rein.api("PUT", "/config", Some(&doc.to_string())).0, 200);
+    assert_eq!(generation(&rein), before);
+}
+
+#[test]
+fn status_counts_connections_and_requests() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let mut conn = crate::harness::Conn::open(addr);
+    for _ in 0..3 {
+        assert_eq!(conn.get("/", &[]).status, 200);
+    }
+    let (_, status) = rein.api("GET", "/status", None);
+    assert_eq!(status["requests"]["total"], 3, "{status}");
+    assert_eq!(status["connections"]["accepted"], 1);
+    assert_eq!(status["connections"]["idle"], 1);
+    assert_eq!(status["connections"]["active"], 0);
+    drop(conn);
+    crate::harness::wait_for("the connection to close", || {
+        rein.api("GET", "/status/connections/closed", None).1 == 1
+    });
+    let (_, both) = rein.api("GET", "/", None);
+    assert!(both["config"]["listeners"].is_object() && both["status"]["requests"].is_object());
+}
+
+#[test]
+fn the_control_socket_is_private() {
+    let rein = Rein::start();
+    let mode = std::fs::metadata(rein.control())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+fn header(headers: &[(String, String)], name: &str) -> String {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no {name} header"))
+}

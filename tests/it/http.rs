@@ -1,0 +1,199 @@
+//! HTTP/1.1 serving: keep-alive, pipelining, bodies, limits and timeouts, and hostile input.
+
+use serde_json::json;
+
+use crate::harness::{Conn, Rein, get, wait_for};
+
+fn return_200() -> serde_json::Value {
+    json!([{"action": {"return": 200}}])
+}
+
+#[test]
+fn keep_alive_and_pipelining() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/a"}, "action": {"return": 201}},
+        {"match": {"uri": "/b"}, "action": {"return": 202}},
+        {"action": {"return": 203}}
+    ]));
+    let mut conn = Conn::open(addr);
+    for _ in 0..5 {
+        assert_eq!(conn.get("/a", &[]).status, 201);
+    }
+    // Three requests in one write: three answers, in order.
+    conn.send_raw(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\nGET /c HTTP/1.1\r\nHost: t\r\n\r\n");
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| conn.read().expect("response").status)
+        .collect();
+    assert_eq!(statuses, [201, 202, 203]);
+    let (_, status) = rein.api("GET", "/status", None);
+    assert_eq!(status["connections"]["accepted"], 1);
+}
+
+#[test]
+fn bodies_chunked_and_expect_continue() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        return_200(),
+        json!({"settings": {"http": {"max_body_size": 100}}}),
+    );
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+    assert_eq!(conn.read().unwrap().status, 200);
+    // The connection stays usable after a body was read.
+    assert_eq!(conn.request("POST", "/", &[], b"abc").status, 200);
+
+    // Expect: 100-continue gets its interim answer before the body is sent.
+    let mut conn = Conn::open(addr);
+    conn.send_raw(
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n",
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(conn_reader(&mut conn), &mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 100"), "{line:?}");
+    let mut blank = String::new();
+    std::io::BufRead::read_line(conn_reader(&mut conn), &mut blank).unwrap();
+    conn.send_raw(b"body");
+    assert_eq!(conn.read().unwrap().status, 200);
+}
+
+fn conn_reader(conn: &mut Conn) -> &mut impl std::io::BufRead {
+    conn.reader()
+}
+
+#[test]
+fn body_limits_answer_413() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        return_200(),
+        json!({"settings": {"http": {"max_body_size": 10}}}),
+    );
+    let big = vec![b'x'; 11];
+    assert_eq!(Conn::open(addr).request("POST", "/", &[], &big).status, 413);
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n0\r\n\r\n");
+    assert_eq!(conn.read().unwrap().status, 413);
+    assert_eq!(
+        Conn::open(addr)
+            .request("POST", "/", &[], b"0123456789")
+            .status,
+        200
+    );
+}
+
+#[test]
+fn ambiguous_or_malformed_requests_get_4xx_and_rein_keeps_serving() {
+    let rein = Rein::start();
+    let addr = rein.serve(return_200());
+    let cases: [(&[u8], u16); 7] = [
+        (b"GET / HTTP/1.1\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            501,
+        ),
+        (b"GET /a/../../x HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET /%00 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"BAD\x01 / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", 400),
+    ];
+    for (raw, expected) in cases {
+        let mut conn = Conn::open(addr);
+        conn.send_raw(raw);
+        let resp = conn.read();
+        let got = resp.as_ref().map(|r| r.status);
+        assert_eq!(got, Some(expected), "{}", String::from_utf8_lossy(raw));
+    }
+    // Content-Length beside chunked: framed by the transfer coding and the connection closed after the answer
+    // (RFC 9112 §6.3), so whatever follows is never read as a request.
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /%00 HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(conn.read().map(|r| r.status), Some(200));
+    assert!(conn.read().is_none());
+
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n");
+    assert!(matches!(conn.read().map(|r| r.status), None | Some(400)));
+    assert_eq!(get(addr, "/").status, 200);
+}
+
+#[test]
+fn oversized_heads_answer_431() {
+    let rein = Rein::start();
+    let addr = rein.serve(return_200());
+    let big = "x".repeat(100 * 1024);
+    let mut conn = Conn::open(addr);
+    conn.send_raw(format!("GET / HTTP/1.1\r\nHost: t\r\nX-Big: {big}\r\n\r\n").as_bytes());
+    assert_eq!(conn.read().map(|r| r.status), Some(431));
+    assert_eq!(get(addr, "/").status, 200);
+}
+
+#[test]
+fn header_and_body_timeouts_answer_408() {
+    let rein = Rein::start();
+    let settings =
+        json!({"settings": {"http": {"header_read_timeout": 0.3, "body_read_timeout": 0.3}}});
+    let addr = rein.serve_with(return_200(), settings);
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"GET / HTTP/1.1\r\nHost: t\r\n");
+    assert_eq!(conn.read().map(|r| r.status), Some(408));
+    assert!(conn.is_closed());
+
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+    assert_eq!(conn.read().map(|r| r.status), Some(408));
+}
+
+#[test]
+fn idle_keep_alive_connections_close_after_idle_timeout() {
+    let rein = Rein::start();
+    let settings = json!({"settings": {"http": {"idle_timeout": 0.3}}});
+    let addr = rein.serve_with(return_200(), settings);
+    let mut conn = Conn::open(addr);
+    assert_eq!(conn.get("/", &[]).status, 200);
+    // The read blocks until rein closes the idle connection (or the harness deadline fails the test).
+    assert!(conn.is_closed());
+    wait_for("the close to be counted", || {
+        rein.api("GET", "/status/connections/closed", None).1 == 1
+    });
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_send_timeout() {
+    let rein = Rein::start();
+    let big = crate::harness::file(rein.dir.path(), "www/big.bin", &vec![7u8; 32 * 1024 * 1024]);
+    let root = big.parent().unwrap().display().to_string();
+    let settings = json!({"settings": {"http": {"send_timeout": 0.3}}});
+    let addr = rein.serve_with(
+        json!([{"action": {"share": format!("{root}$uri")}}]),
+        settings,
+    );
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    // Never read: the socket buffers fill, rein's writes stall, and send_timeout ends the connection.
+    wait_for("the stalled connection to be closed", || {
+        rein.api("GET", "/status/connections/closed", None).1 == 1
+    });
+    drop(conn);
+}
+
+#[test]
+fn unsafe_header_fields_are_discarded_unless_asked_not_to() {
+    let rein = Rein::start();
+    let routes = json!([
+        {"match": {"headers": {"X_Id": "*"}}, "action": {"return": 299}},
+        {"action": {"return": 200}}
+    ]);
+    let addr = rein.serve(routes.clone());
+    let send = |addr| {
+        let mut conn = Conn::open(addr);
+        conn.send_raw(b"GET / HTTP/1.1\r\nHost: t\r\nX_Id: 1\r\n\r\n");
+        conn.read().unwrap().status
+    };
+    assert_eq!(send(addr), 200);
+    let addr = rein.serve_with(
+        routes,
+        json!({"settings": {"http": {"discard_unsafe_fields": false}}}),
+    );
+    assert_eq!(send(addr), 299);
+}

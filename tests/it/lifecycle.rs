@@ -1,0 +1,200 @@
+//! Start, stop, restart: persistence of the last good configuration, corrupt state, SIGHUP, graceful stop,
+//! and the CLI that talks to a running rein.
+
+use std::process::Command;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use crate::harness::{Conn, Rein, get, wait_for};
+
+#[test]
+fn the_last_good_configuration_survives_a_restart() {
+    let mut rein = Rein::start();
+    let sock = rein.dir.path().join("app.sock");
+    let config = json!({
+        "listeners": {format!("unix:{}", sock.display()): {"pass": "routes"}},
+        "routes": [{"action": {"return": 207}}]
+    });
+    rein.configure(config.clone());
+    // A refused change after it must not reach the saved file.
+    assert_eq!(
+        rein.api("PUT", "/config/routes/0/action/return", Some("5000"))
+            .0,
+        400
+    );
+    rein.signal(Signal::SIGTERM);
+    assert_eq!(rein.wait_exit().0, Some(0));
+
+    let dir = std::mem::replace(&mut rein.dir, tempfile::tempdir().unwrap());
+    let again = Rein::start_in(dir, &[]);
+    again.wait_ready();
+    assert_eq!(again.api("GET", "/config", None).1, config);
+    let mut stream = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    std::io::Write::write_all(
+        &mut stream,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let resp = crate::harness::read_response(&mut std::io::BufReader::new(stream), false).unwrap();
+    assert_eq!(resp.status, 207);
+}
+
+#[test]
+fn a_corrupt_state_file_stops_start_up_and_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("state/conf.json");
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    std::fs::write(&conf, "{\"listeners\": {").unwrap();
+    let mut rein = Rein::start_in(dir, &[]);
+    let (code, stderr) = rein.wait_exit();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("conf.json") && stderr.contains("not valid JSON"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "{\"listeners\": {");
+}
+
+#[test]
+fn an_invalid_config_file_stops_start_up_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.json");
+    std::fs::write(&file, r#"{"routes": [{"action": {"return": "x"}}]}"#).unwrap();
+    let file = file.display().to_string();
+    let mut rein = Rein::start_in(dir, &["--config", &file]);
+    let (code, stderr) = rein.wait_exit();
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("routes/0/action/return"), "{stderr}");
+}
+
+#[test]
+fn sighup_rereads_the_config_file_with_the_same_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rein.json");
+    let write = |ret: Value| {
+        let doc = json!({"listeners": {"127.0.0.1:0": {"pass": "routes"}}, "routes": [{"action": {"return": ret}}]});
+        std::fs::write(&file, doc.to_string()).unwrap();
+    };
+    write(json!(200));
+    let path = file.display().to_string();
+    let rein = Rein::start_in(dir, &["--config", &path]);
+    rein.wait_ready();
+    let addr = rein.bound("127.0.0.1:0");
+    assert_eq!(get(addr, "/").status, 200);
+
+    write(json!(203));
+    rein.signal(Signal::SIGHUP);
+    wait_for("the new return code", || get(addr, "/").status == 203);
+
+    write(json!("not a status"));
+    rein.signal(Signal::SIGHUP);
+    wait_for("the refusal to be logged", || {
+        rein.log_text().contains("SIGHUP: Invalid configuration")
+    });
+    assert_eq!(get(addr, "/").status, 203);
+}
+
+#[test]
+fn sigterm_lets_requests_in_flight_finish_then_exits() {
+    let mut rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    // A request whose body is half sent when the signal arrives.
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello");
+    wait_for("the request to be in flight", || {
+        rein.api("GET", "/status/connections/active", None).1 == 1
+    });
+    rein.signal(Signal::SIGTERM);
+    wait_for("the listener to close", || {
+        std::net::TcpStream::connect(addr).is_err()
+    });
+    conn.send_raw(b"world");
+    let resp = conn.read().expect("the in-flight request is answered");
+    assert_eq!(resp.status, 200);
+    assert!(conn.is_closed());
+    assert_eq!(rein.wait_exit().0, Some(0));
+}
+
+#[test]
+fn the_cli_reads_and_changes_a_running_server() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let cli = |args: &[&str], stdin: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rein"));
+        cmd.args(args).arg("--state").arg(&rein.state);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(input) = stdin {
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = cli(&["config", "get", "routes/0/action"], None);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"return": 200})
+    );
+
+    let (code, out, err) = cli(
+        &["config", "set", "routes/0/action/return", "-"],
+        Some("204"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("Reconfiguration done."));
+    assert_eq!(get(addr, "/").status, 204);
+
+    let (code, _, err) = cli(
+        &["config", "set", "routes/0/action/return", "-"],
+        Some("\"x\""),
+    );
+    assert_eq!(code, Some(1));
+    assert!(err.contains("routes/0/action/return"), "{err}");
+
+    let (code, _, _) = cli(
+        &["config", "set", "routes/0/action/return", "--dry-run", "-"],
+        Some("205"),
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(get(addr, "/").status, 204);
+
+    let (code, _, _) = cli(&["config", "delete", "listeners/127.0.0.1:0"], None);
+    assert_eq!(code, Some(0));
+    let (code, out, _) = cli(&["status"], None);
+    assert_eq!(code, Some(0));
+    assert!(
+        serde_json::from_str::<Value>(&out).unwrap()["requests"]["total"]
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
+
+    let unreachable = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args([
+            "status",
+            "--control",
+            &format!("unix:{}", rein.dir.path().join("none.sock").display()),
+        ])
+        .output()
+        .unwrap();
+    let (code, err) = (
+        unreachable.status.code(),
+        String::from_utf8_lossy(&unreachable.stderr),
+    );
+    assert_eq!(code, Some(3));
+    assert!(err.contains("cannot reach the control API"), "{err}");
+    let help = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--control"));
+}
