@@ -14,7 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::{RunArgs, exit};
-use crate::config::DEFAULT_CONFIG;
+use crate::config::default_document;
 use crate::control::ControlListener;
 use crate::engine::{ChangeOptions, Engine};
 use crate::server::Server;
@@ -100,7 +100,8 @@ fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, St
             tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
             Ok(doc)
         }
-        None => serde_json::from_str(DEFAULT_CONFIG).map_err(|e| format!("embedded default: {e}")),
+        None => default_document(state.path())
+            .map_err(|e| format!("cannot write the welcome page into {}: {e}", state.path().display())),
     }
 }
 
