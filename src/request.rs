@@ -4,6 +4,7 @@
 //! normalised path that Unit's `uri` match and `$uri` variable see; `rewrite` replaces it.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::{HeaderMap, Method, Version, request::Parts};
 use percent_encoding::percent_decode;
@@ -37,7 +38,12 @@ pub struct RequestInfo {
     pub remote: Option<SocketAddr>,
     /// The address the request arrived on; `None` on a Unix-socket listener.
     pub local: Option<SocketAddr>,
+    /// A number unique to this request within the process (`$request_id` is built from it).
+    pub id: u64,
 }
+
+/// Request numbers: unique within the process; `$request_id` mixes them with a per-process random key.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl RequestInfo {
     /// Builds the routing view of a request head, taking its headers.
@@ -74,6 +80,7 @@ impl RequestInfo {
             scheme,
             remote,
             local,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         };
         (info, error)
     }

@@ -226,7 +226,7 @@ impl Var {
             Var::RemoteAddr => {
                 Cow::Owned(req.remote.map(|a| a.ip().to_string()).unwrap_or_default())
             }
-            Var::RequestId => Cow::Owned(request_id()),
+            Var::RequestId => Cow::Owned(request_id(req.id)),
             Var::TimeLocal => {
                 Cow::Owned(clf_time(resp.map_or_else(SystemTime::now, |r| r.started)))
             }

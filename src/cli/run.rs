@@ -100,8 +100,12 @@ fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, St
             tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
             Ok(doc)
         }
-        None => default_document(state.path())
-            .map_err(|e| format!("cannot write the welcome page into {}: {e}", state.path().display())),
+        None => default_document(state.path()).map_err(|e| {
+            format!(
+                "cannot write the welcome page into {}: {e}",
+                state.path().display()
+            )
+        }),
     }
 }
 

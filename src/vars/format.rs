@@ -23,18 +23,18 @@ pub(super) fn seconds_millis(d: Duration) -> String {
     format!("{}.{:03}", d.as_secs(), d.subsec_millis())
 }
 
-/// 32 hex digits of randomness. std's `RandomState` is seeded from the OS and re-keyed per instance, which
-/// is enough for an identifier that only has to be unique, not secret.
-pub(super) fn request_id() -> String {
+/// 32 hex digits identifying request number `id`: the same for every use within one request, different across
+/// requests and restarts. std's `RandomState` is seeded from the OS once per process, which is enough for an
+/// identifier that only has to be unique, not secret.
+pub(super) fn request_id(id: u64) -> String {
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let key = KEY.get_or_init(Default::default);
     let mut out = String::with_capacity(32);
-    for _ in 0..2 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos(),
-        );
+    for half in 0..2u8 {
+        let mut h = key.build_hasher();
+        h.write_u64(id);
+        h.write_u8(half);
         let _ = write!(out, "{:016x}", h.finish());
     }
     out

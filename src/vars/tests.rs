@@ -30,6 +30,7 @@ fn request() -> RequestInfo {
         scheme: "https",
         remote: Some("[2001:db8::7]:5000".parse().expect("addr")),
         local: Some("10.0.0.1:443".parse().expect("addr")),
+        id: 1,
     }
 }
 
@@ -176,11 +177,18 @@ fn unix_socket_and_versions() {
 }
 
 #[test]
-fn request_id_is_32_hex_and_varies() {
+fn request_id_is_32_hex_stable_within_a_request_and_varies_across() {
     let a = render("$request_id");
-    let b = render("$request_id");
     assert_eq!(a.len(), 32);
     assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(render("$request_id"), a);
+    let mut other = request();
+    other.id = 2;
+    let t = Template::compile("$request_id", &JsonPath::root()).unwrap();
+    let b = t.render(&VarContext {
+        req: &other,
+        response: None,
+    });
     assert_ne!(a, b);
 }
 
