@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderValue, Method, Response, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -28,6 +28,12 @@ enum Next {
     Pass(PassTarget),
 }
 
+/// Who answered: the action itself (its `response_headers` apply), or another it handed over to.
+enum Answer {
+    Own(Response<Body>),
+    Delegated(Next),
+}
+
 /// One request on its way through the routes.
 pub struct Ctx<'a> {
     pub snapshot: &'a Snapshot,
@@ -42,22 +48,16 @@ impl<'a> Ctx<'a> {
         let Some(mut target) = self.resolve(pass) else {
             return error(StatusCode::NOT_FOUND);
         };
-        let mut headers_from: Vec<&'a Action> = Vec::new();
         for _ in 0..MAX_HOPS {
             let next = match &target {
-                PassTarget::Route(name) => self.route(name, &mut headers_from).await,
+                PassTarget::Route(name) => self.route(name).await,
                 PassTarget::Application(name) | PassTarget::Upstream(name) => {
                     Next::Respond(self.unavailable(name).await)
                 }
             };
             match next {
                 Next::Pass(t) => target = t,
-                Next::Respond(mut response) => {
-                    for action in headers_from {
-                        self.apply_headers(action, &mut response);
-                    }
-                    return response;
-                }
+                Next::Respond(response) => return response,
             }
         }
         tracing::warn!(uri = %self.request.request_uri, "request passed more than {MAX_HOPS} times");
@@ -78,7 +78,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    async fn route(&mut self, name: &str, headers_from: &mut Vec<&'a Action>) -> Next {
+    async fn route(&mut self, name: &str) -> Next {
         let snapshot = self.snapshot;
         let Some(route) = snapshot.routes.get(name) else {
             return Next::Respond(error(StatusCode::NOT_FOUND));
@@ -97,46 +97,63 @@ impl<'a> Ctx<'a> {
         if snapshot.settings.log_route {
             tracing::info!(route = name, step = index, uri = %self.request.path, "step matched");
         }
-        headers_from.push(&step.action);
         self.act(&step.action).await
     }
 
     /// Carries out one action; boxed because a share's `fallback` is an action too.
+    ///
+    /// As in Unit, `response_headers` come from the action that answers: a `pass` hands the request on with
+    /// nothing of its own, and a share that falls back gives way to its fallback's headers.
     fn act<'b>(
         &'b mut self,
         action: &'a Action,
     ) -> Pin<Box<dyn Future<Output = Next> + Send + 'b>> {
         Box::pin(async move {
-            if let Some(rewrite) = &action.rewrite {
-                let target = rewrite.render(&self.vars());
-                if self.request.rewrite(&target).is_err() {
-                    return Next::Respond(error(StatusCode::BAD_REQUEST));
+            match self.act_kind(action).await {
+                Answer::Own(mut response) => {
+                    self.apply_headers(action, &mut response);
+                    Next::Respond(response)
                 }
-            }
-            match &action.kind {
-                ActionKind::Pass(pass) => match self.resolve(pass) {
-                    Some(t) => Next::Pass(t),
-                    None => Next::Respond(error(StatusCode::NOT_FOUND)),
-                },
-                ActionKind::Return { status, location } => {
-                    if let Err(status) = self.drain().await {
-                        return Next::Respond(error(status));
-                    }
-                    let location = location.as_ref().map(|l| l.render(&self.vars()));
-                    Next::Respond(return_response(*status, location))
-                }
-                ActionKind::Share(share) => {
-                    if let Err(status) = self.drain().await {
-                        return Next::Respond(error(status));
-                    }
-                    self.share(share).await
-                }
-                ActionKind::Proxy(target) => Next::Respond(self.unavailable(target).await),
+                Answer::Delegated(next) => next,
             }
         })
     }
 
-    async fn share(&mut self, share: &'a Share) -> Next {
+    async fn act_kind(&mut self, action: &'a Action) -> Answer {
+        if let Some(rewrite) = &action.rewrite {
+            let target = rewrite.render(&self.vars());
+            if self.request.rewrite(&target).is_err() {
+                return Answer::Own(error(StatusCode::BAD_REQUEST));
+            }
+        }
+        match &action.kind {
+            ActionKind::Pass(pass) => match self.resolve(pass) {
+                Some(t) => Answer::Delegated(Next::Pass(t)),
+                None => Answer::Own(error(StatusCode::NOT_FOUND)),
+            },
+            ActionKind::Return { status, location } => {
+                if let Err(status) = self.drain().await {
+                    return Answer::Own(error(status));
+                }
+                let location = location.as_ref().map(|l| l.render(&self.vars()));
+                Answer::Own(return_response(*status, location))
+            }
+            ActionKind::Share(share) => self.share(share).await,
+            ActionKind::Proxy(target) => Answer::Own(self.unavailable(target).await),
+        }
+    }
+
+    async fn share(&mut self, share: &'a Share) -> Answer {
+        let method = &self.request.method;
+        if *method != Method::GET && *method != Method::HEAD {
+            // Unit hands other methods to the fallback ("static files, else the app"); without one, 405.
+            if let Some(fallback) = &share.fallback {
+                return Answer::Delegated(self.act(fallback).await);
+            }
+        }
+        if let Err(status) = self.drain().await {
+            return Answer::Own(error(status));
+        }
         let chroot = share.chroot.as_ref().map(|c| c.render(&self.vars()).into());
         let opts = ShareOptions {
             index: share.index.clone(),
@@ -162,17 +179,18 @@ impl<'a> Ctx<'a> {
                 &req.method,
                 &req.headers,
                 &req.path,
+                &req.query,
             )
             .await
             {
-                ShareOutcome::Served(response) => return Next::Respond(response),
+                ShareOutcome::Served(response) => return Answer::Own(response),
                 ShareOutcome::NotFound => last = StatusCode::NOT_FOUND,
                 ShareOutcome::Forbidden => last = StatusCode::FORBIDDEN,
             }
         }
         match &share.fallback {
-            Some(fallback) => self.act(fallback).await,
-            None => Next::Respond(error(last)),
+            Some(fallback) => Answer::Delegated(self.act(fallback).await),
+            None => Answer::Own(error(last)),
         }
     }
 
@@ -214,7 +232,11 @@ impl<'a> Ctx<'a> {
         result
     }
 
+    /// Sets an action's `response_headers`; as in Unit, only on successful and redirect answers (200–399).
     fn apply_headers(&self, action: &Action, response: &mut Response<Body>) {
+        if !(200..400).contains(&response.status().as_u16()) {
+            return;
+        }
         for (name, value) in &action.response_headers {
             let headers = response.headers_mut();
             match value {

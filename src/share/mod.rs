@@ -85,6 +85,7 @@ pub async fn serve(
     method: &Method,
     headers: &HeaderMap,
     uri_path: &str,
+    query: &str,
 ) -> ShareOutcome {
     let head = *method == Method::HEAD;
     if !head && *method != Method::GET {
@@ -108,7 +109,7 @@ pub async fn serve(
             return ShareOutcome::NotFound;
         }
         Ok(Located::Directory) => {
-            return ShareOutcome::Served(response::directory_redirect(uri_path));
+            return ShareOutcome::Served(response::directory_redirect(uri_path, query));
         }
         Ok(Located::NotFound) => return ShareOutcome::NotFound,
         Ok(Located::Forbidden) => return ShareOutcome::Forbidden,

@@ -60,9 +60,13 @@ pub fn internal_error() -> Response<Body> {
 }
 
 /// 301 to the directory's URI with a trailing slash.
-pub fn directory_redirect(uri_path: &str) -> Response<Body> {
+pub fn directory_redirect(uri_path: &str, query: &str) -> Response<Body> {
     let mut resp = bare(StatusCode::MOVED_PERMANENTLY);
-    let location = format!("{}/", utf8_percent_encode(uri_path, LOCATION));
+    let mut location = format!("{}/", utf8_percent_encode(uri_path, LOCATION));
+    if !query.is_empty() {
+        location.push('?');
+        location.push_str(query);
+    }
     set(resp.headers_mut(), header::LOCATION, location);
     resp
 }

@@ -7,3 +7,4 @@ mod http;
 mod lifecycle;
 mod reload;
 mod routing;
+mod share;

@@ -84,6 +84,7 @@ impl Site {
             &method,
             &headers(h),
             &uri,
+            "",
         )
         .await
     }
@@ -123,6 +124,6 @@ fn serve_future_is_send() {
         MimeTypes::default(),
         HeaderMap::new(),
     );
-    let future = serve("/", &opts, None, &mime, &Method::GET, &h, "/");
+    let future = serve("/", &opts, None, &mime, &Method::GET, &h, "/", "");
     assert_send(&future);
 }

@@ -70,11 +70,12 @@ async fn index_and_directories() {
         &Method::GET,
         &HeaderMap::new(),
         "/x/a b",
+        "q=1",
     )
     .await;
     let a = answer(out).await;
     assert_eq!(a.status, StatusCode::MOVED_PERMANENTLY);
-    assert_eq!(a.header(header::LOCATION), "/x/a%20b/");
+    assert_eq!(a.header(header::LOCATION), "/x/a%20b/?q=1");
     // Already slashed: redirecting again would loop.
     let out = serve(
         &s.path("d"),
@@ -84,6 +85,7 @@ async fn index_and_directories() {
         &Method::GET,
         &HeaderMap::new(),
         "/d/",
+        "",
     )
     .await;
     assert!(is_not_found(&out));
@@ -107,7 +109,17 @@ async fn missing_special_and_types() {
         let (opts, mime) = (&s.opts, &s.mime);
         async move {
             let h = HeaderMap::new();
-            serve(&path, opts, Some(&only_html), mime, &Method::GET, &h, "/").await
+            serve(
+                &path,
+                opts,
+                Some(&only_html),
+                mime,
+                &Method::GET,
+                &h,
+                "/",
+                "",
+            )
+            .await
         }
     };
     assert!(is_forbidden(&run("a.txt").await));
