@@ -15,7 +15,7 @@ use super::timeouts::ConnState;
 use crate::body::{self, Body};
 use crate::compile::parse_pass;
 use crate::request::RequestInfo;
-use crate::share::{self, ShareOptions, ShareOutcome};
+use crate::share::{self, ShareOptions, ShareOutcome, Target};
 use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share, Snapshot};
 use crate::vars::VarContext;
 
@@ -176,10 +176,12 @@ impl<'a> Ctx<'a> {
                 &opts,
                 types,
                 mime,
-                &req.method,
-                &req.headers,
-                &req.path,
-                &req.query,
+                &Target {
+                    method: &req.method,
+                    headers: &req.headers,
+                    uri_path: &req.path,
+                    query: &req.query,
+                },
             )
             .await
             {

@@ -76,17 +76,31 @@ pub enum ShareOutcome {
     Forbidden,
 }
 
+/// What `serve` needs of the request.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub method: &'a Method,
+    pub headers: &'a HeaderMap,
+    /// The request's decoded path, for the directory redirect's `Location`.
+    pub uri_path: &'a str,
+    /// The raw query string (no `?`), kept by the directory redirect.
+    pub query: &'a str,
+}
+
 /// Serves the file at `path` (see the module documentation for the rules).
 pub async fn serve(
     path: &str,
     opts: &ShareOptions,
     types: Option<&(dyn Fn(&str) -> bool + Sync)>,
     mime: &MimeTypes,
-    method: &Method,
-    headers: &HeaderMap,
-    uri_path: &str,
-    query: &str,
+    target: &Target<'_>,
 ) -> ShareOutcome {
+    let Target {
+        method,
+        headers,
+        uri_path,
+        query,
+    } = *target;
     let head = *method == Method::HEAD;
     if !head && *method != Method::GET {
         return ShareOutcome::Served(response::method_not_allowed());

@@ -11,7 +11,7 @@ use ::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
-use super::{MimeTypes, ShareOptions, ShareOutcome, serve};
+use super::{MimeTypes, ShareOptions, ShareOutcome, Target, serve};
 
 struct Site {
     dir: tempfile::TempDir,
@@ -81,10 +81,12 @@ impl Site {
             &self.opts,
             None,
             &self.mime,
-            &method,
-            &headers(h),
-            &uri,
-            "",
+            &Target {
+                method: &method,
+                headers: &headers(h),
+                uri_path: &uri,
+                query: "",
+            },
         )
         .await
     }
@@ -124,6 +126,12 @@ fn serve_future_is_send() {
         MimeTypes::default(),
         HeaderMap::new(),
     );
-    let future = serve("/", &opts, None, &mime, &Method::GET, &h, "/", "");
+    let target = Target {
+        method: &Method::GET,
+        headers: &h,
+        uri_path: "/",
+        query: "",
+    };
+    let future = serve("/", &opts, None, &mime, &target);
     assert_send(&future);
 }

@@ -67,10 +67,12 @@ async fn index_and_directories() {
         &s.opts,
         None,
         &s.mime,
-        &Method::GET,
-        &HeaderMap::new(),
-        "/x/a b",
-        "q=1",
+        &Target {
+            method: &Method::GET,
+            headers: &HeaderMap::new(),
+            uri_path: "/x/a b",
+            query: "q=1",
+        },
     )
     .await;
     let a = answer(out).await;
@@ -82,10 +84,12 @@ async fn index_and_directories() {
         &s.opts,
         None,
         &s.mime,
-        &Method::GET,
-        &HeaderMap::new(),
-        "/d/",
-        "",
+        &Target {
+            method: &Method::GET,
+            headers: &HeaderMap::new(),
+            uri_path: "/d/",
+            query: "",
+        },
     )
     .await;
     assert!(is_not_found(&out));
@@ -114,10 +118,12 @@ async fn missing_special_and_types() {
                 opts,
                 Some(&only_html),
                 mime,
-                &Method::GET,
-                &h,
-                "/",
-                "",
+                &Target {
+                    method: &Method::GET,
+                    headers: &h,
+                    uri_path: "/",
+                    query: "",
+                },
             )
             .await
         }
