@@ -15,9 +15,6 @@ pub enum Coding {
 }
 
 impl Coding {
-    /// Every coding, in tie-break order.
-    pub const ALL: [Coding; 2] = [Coding::Br, Coding::Gzip];
-
     /// The `Content-Encoding` token, also used to make the sibling's ETag distinct.
     pub fn token(self) -> &'static str {
         match self {

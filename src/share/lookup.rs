@@ -1,4 +1,4 @@
-//! The filesystem half of a share request, run on a blocking thread: open the file under the action's rules,
+//! The filesystem half of a share request: open the file under the action's rules,
 //! `fstat` the descriptor, and pick a precompressed sibling (`.br`, `.gz`) when the client accepts one.
 //!
 //! Only regular files are served. A directory is reported as such (the caller redirects or answers 404);
@@ -66,19 +66,18 @@ pub fn find(resolver: &Resolver, path: &str, accepted: &[Coding]) -> Located {
     Located::File { rep, vary }
 }
 
-/// The first accepted sibling that exists, and whether any sibling exists at all. The second answer is what
-/// `Vary` needs: a cache must not give this identity response to a client that would have got `br`.
+/// The first accepted sibling that exists, and whether the response varies with `Accept-Encoding`.
+///
+/// Only the codings the client accepts are looked for, as nginx's `gzip_static` does: a client that accepts
+/// none costs no extra `open`, and its identity response, cached without `Vary`, is fit for every client.
+/// Every encoded response carries `Vary`.
 fn sibling(resolver: &Resolver, path: &str, accepted: &[Coding]) -> (Option<Representation>, bool) {
     for &coding in accepted {
         if let Some(rep) = open_sibling(resolver, path, coding) {
             return (Some(rep), true);
         }
     }
-    let exists = Coding::ALL
-        .into_iter()
-        .filter(|c| !accepted.contains(c))
-        .any(|c| open_sibling(resolver, path, c).is_some());
-    (None, exists)
+    (None, false)
 }
 
 fn open_sibling(resolver: &Resolver, path: &str, coding: Coding) -> Option<Representation> {
