@@ -28,7 +28,10 @@ pub fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(exit::FAILED);
     }
+    // Large file bodies are read on blocking threads; a small pool bounds the threads (and their malloc
+    // arenas) that many concurrent downloads can create.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(32)
         .enable_all()
         .build()
     {
