@@ -15,6 +15,7 @@ use http::{HeaderName, StatusCode};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
 use crate::share::MimeTypes;
+use crate::upstream::conf::UpstreamConf;
 use crate::vars::Template;
 
 /// One whole configuration, compiled.
@@ -24,9 +25,11 @@ pub struct Snapshot {
     pub routes: HashMap<String, Arc<Route>>,
     pub settings: HttpSettings,
     pub access_log: Option<AccessLog>,
-    /// Names under `applications` and `upstreams`: valid `pass` targets, served by later subsystems.
+    /// Names under `applications`: valid `pass` targets, served by the application supervisor.
     pub applications: BTreeSet<String>,
-    pub upstreams: BTreeSet<String>,
+    pub upstreams: BTreeMap<String, UpstreamConf>,
+    /// The targets of `proxy` actions, each a one-server upstream, by URL.
+    pub proxies: BTreeMap<String, UpstreamConf>,
 }
 
 /// Where a listener accepts connections.

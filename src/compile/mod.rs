@@ -10,13 +10,14 @@ mod settings;
 pub use routes::parse_pass;
 pub use settings::{DEFAULT_LOG_FORMAT, LogCondition};
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use crate::config::walk::{known_keys, object, string};
 use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::Snapshot;
+use crate::upstream::conf::UpstreamConf;
 
 const SECTIONS: &[&str] = &[
     "listeners",
@@ -38,7 +39,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         &root.key("applications"),
         check_app,
     )?;
-    let upstreams = names(top.get("upstreams"), &root.key("upstreams"), check_upstream)?;
+    let upstreams = upstreams(top.get("upstreams"), &root.key("upstreams"))?;
     let (routes, passes) = match top.get("routes") {
         Some(v) => routes::compile(v, &root.key("routes"))?,
         None => (HashMap::new(), Vec::new()),
@@ -55,10 +56,11 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         Some(v) => Some(settings::access_log(v, &root.key("access_log"))?),
         None => None,
     };
+    let upstream_names = upstreams.keys().cloned().collect();
     let targets = routes::Targets {
         routes: &routes,
         applications: &applications,
-        upstreams: &upstreams,
+        upstreams: &upstream_names,
     };
     for (name, listener) in &listeners.by_name {
         targets.check(&listener.1, &root.key("listeners").key(name).key("pass"))?;
@@ -68,6 +70,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
     }
     routes::check_cycles(&routes, &passes)?;
 
+    let proxies = routes::proxies(&routes);
     Ok(Snapshot {
         listeners: listeners.into_map(),
         routes,
@@ -75,6 +78,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         access_log,
         applications,
         upstreams,
+        proxies,
     })
 }
 
@@ -105,32 +109,23 @@ fn check_app(v: &Value, path: &JsonPath) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Unit's upstream schema: `{"servers": {"ADDRESS": {"weight": N}}}`.
-fn check_upstream(v: &Value, path: &JsonPath) -> Result<(), ConfigError> {
-    let upstream = object(v, path)?;
-    known_keys(upstream, &["servers"], path)?;
-    let servers_path = path.key("servers");
-    let servers = upstream
-        .get("servers")
-        .ok_or_else(|| path.error("an upstream needs \"servers\""))?;
-    for (addr, server) in object(servers, &servers_path)? {
-        let server_path = servers_path.key(addr);
-        addr.parse::<std::net::SocketAddr>()
-            .map_err(|_| server_path.error("must be an address such as \"127.0.0.1:8081\""))?;
-        let server = object(server, &server_path)?;
-        known_keys(server, &["weight"], &server_path)?;
-        if let Some(w) = server.get("weight") {
-            match w.as_f64() {
-                Some(w) if (0.0..=1_000_000.0).contains(&w) => {}
-                _ => {
-                    return Err(server_path
-                        .key("weight")
-                        .error("must be a number from 0 to 1000000"));
-                }
-            }
-        }
-    }
-    Ok(())
+/// `upstreams`: each compiled by [`crate::upstream::conf::compile`].
+fn upstreams(
+    v: Option<&Value>,
+    path: &JsonPath,
+) -> Result<BTreeMap<String, UpstreamConf>, ConfigError> {
+    let Some(v) = v else {
+        return Ok(BTreeMap::new());
+    };
+    object(v, path)?
+        .iter()
+        .map(|(name, u)| {
+            Ok((
+                name.clone(),
+                crate::upstream::conf::compile(u, &path.key(name))?,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

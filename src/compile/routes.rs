@@ -1,6 +1,6 @@
 //! `routes` and their actions: steps with `match` and one of `pass`, `share`, `proxy` or `return`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use http::{HeaderName, StatusCode};
@@ -11,6 +11,7 @@ use crate::config::{ConfigError, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
 use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Route, Share, Step};
+use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
 
 /// Every fixed `pass` found in the routes, with its path, for checks that need the whole document.
@@ -206,14 +207,10 @@ fn share(
 /// Unit's proxy targets: `http://IPv4:PORT`, `http://[IPv6]:PORT` or `http://unix:/path`.
 fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
     let s = string(v, path)?;
-    let rest = s
-        .strip_prefix("http://")
-        .ok_or_else(|| path.error("must start with \"http://\""))?;
-    let valid = match rest.strip_prefix("unix:") {
-        Some(sock) => sock.starts_with('/'),
-        None => rest.parse::<std::net::SocketAddr>().is_ok(),
-    };
-    if !valid {
+    if !s.starts_with("http://") {
+        return Err(path.error("must start with \"http://\""));
+    }
+    if proxy_target(s).is_none() {
         return Err(path
             .error("must be \"http://IP:PORT\", \"http://[IPv6]:PORT\" or \"http://unix:/PATH\""));
     }
@@ -236,6 +233,30 @@ fn response_headers(
         out.push((header, value));
     }
     Ok(out)
+}
+
+/// The targets of every `proxy` action (fallbacks included), as one-server upstreams.
+pub fn proxies(routes: &HashMap<String, Arc<Route>>) -> BTreeMap<String, UpstreamConf> {
+    fn visit(action: &Action, out: &mut BTreeMap<String, UpstreamConf>) {
+        match &action.kind {
+            ActionKind::Proxy(url) => {
+                if let Some(conf) = proxy_target(url) {
+                    out.insert(url.clone(), conf);
+                }
+            }
+            ActionKind::Share(share) => {
+                if let Some(fallback) = &share.fallback {
+                    visit(fallback, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    for step in routes.values().flat_map(|r| &r.steps) {
+        visit(&step.action, &mut out);
+    }
+    out
 }
 
 /// Compiles a `pass` value; one with variables is resolved per request.

@@ -135,6 +135,7 @@ async fn status_json(engine: &Engine) -> Value {
         .map(|(name, addr)| (name, json!({"address": addr})))
         .collect();
     doc["listeners"] = Value::Object(listeners);
+    doc["upstreams"] = server.shared().current.load().upstreams.status_json();
     doc["applications"] = json!({});
     doc["config"] = json!({"generation": engine.generation().await});
     doc

@@ -11,12 +11,19 @@ use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use std::sync::Arc;
+
+use hyper::upgrade::OnUpgrade;
+
+use super::Published;
 use super::timeouts::ConnState;
 use crate::body::{self, Body};
 use crate::compile::parse_pass;
+use crate::proxy;
 use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
-use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share, Snapshot};
+use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
+use crate::upstream::Upstream;
 use crate::vars::VarContext;
 
 /// Passes followed before a request is declared looping (only passes with variables can loop).
@@ -36,10 +43,12 @@ enum Answer {
 
 /// One request on its way through the routes.
 pub struct Ctx<'a> {
-    pub snapshot: &'a Snapshot,
+    pub published: &'a Published,
     pub request: &'a mut RequestInfo,
     pub body: Option<Incoming>,
-    pub state: &'a ConnState,
+    /// The client side of a protocol upgrade, for a proxied WebSocket.
+    pub upgrade: Option<OnUpgrade>,
+    pub state: &'a Arc<ConnState>,
 }
 
 impl<'a> Ctx<'a> {
@@ -51,9 +60,11 @@ impl<'a> Ctx<'a> {
         for _ in 0..MAX_HOPS {
             let next = match &target {
                 PassTarget::Route(name) => self.route(name).await,
-                PassTarget::Application(name) | PassTarget::Upstream(name) => {
-                    Next::Respond(self.unavailable(name).await)
-                }
+                PassTarget::Upstream(name) => match self.published.upstreams.named.get(name) {
+                    Some(upstream) => Next::Respond(self.proxy(upstream).await),
+                    None => Next::Respond(error(StatusCode::NOT_FOUND)),
+                },
+                PassTarget::Application(name) => Next::Respond(self.unavailable(name).await),
             };
             match next {
                 Next::Pass(t) => target = t,
@@ -79,7 +90,7 @@ impl<'a> Ctx<'a> {
     }
 
     async fn route(&mut self, name: &str) -> Next {
-        let snapshot = self.snapshot;
+        let snapshot = &self.published.snapshot;
         let Some(route) = snapshot.routes.get(name) else {
             return Next::Respond(error(StatusCode::NOT_FOUND));
         };
@@ -139,7 +150,10 @@ impl<'a> Ctx<'a> {
                 Answer::Own(return_response(*status, location))
             }
             ActionKind::Share(share) => self.share(share).await,
-            ActionKind::Proxy(target) => Answer::Own(self.unavailable(target).await),
+            ActionKind::Proxy(url) => match self.published.upstreams.proxies.get(url) {
+                Some(upstream) => Answer::Own(self.proxy(upstream).await),
+                None => Answer::Own(error(StatusCode::BAD_GATEWAY)),
+            },
         }
     }
 
@@ -170,7 +184,7 @@ impl<'a> Ctx<'a> {
         for path in &share.paths {
             let file = path.render(&self.vars());
             let req = &*self.request;
-            let mime = &self.snapshot.settings.mime_types;
+            let mime = &self.published.snapshot.settings.mime_types;
             match share::serve(
                 &file,
                 &opts,
@@ -196,7 +210,19 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Destinations that later subsystems serve (applications, upstreams, proxy).
+    /// Forwards the request, body and all, to `upstream`.
+    async fn proxy(&mut self, upstream: &Arc<Upstream>) -> Response<Body> {
+        let out = proxy::Outgoing {
+            request: self.request,
+            body: self.body.take(),
+            upgrade: self.upgrade.take(),
+            max_body_size: self.published.snapshot.settings.max_body_size,
+            state: self.state,
+        };
+        proxy::forward(upstream, out).await
+    }
+
+    /// Destinations that later subsystems serve (applications).
     async fn unavailable(&mut self, name: &str) -> Response<Body> {
         let _ = self.drain().await;
         tracing::warn!(
@@ -214,7 +240,7 @@ impl<'a> Ctx<'a> {
         if body.is_end_stream() {
             return Ok(());
         }
-        let limit = self.snapshot.settings.max_body_size;
+        let limit = self.published.snapshot.settings.max_body_size;
         self.state.reading_body(true);
         let mut total = 0u64;
         let result = loop {

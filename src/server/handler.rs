@@ -8,6 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 
 use super::conn::ConnInfo;
 use super::tracked::Tracked;
@@ -39,7 +40,10 @@ pub async fn handle(
             tracing::debug!(error = %e, "rejected request target");
             closing(actions::error(StatusCode::BAD_REQUEST))
         }
-        (Ok(()), None) => route(&published, &mut request, body, &info).await,
+        (Ok(()), None) => {
+            let upgrade = parts.extensions.remove::<OnUpgrade>();
+            route(&published, &mut request, body, upgrade, &info).await
+        }
     };
     finish(response, request, &published, &info, &shared, started, wall)
 }
@@ -48,6 +52,7 @@ async fn route(
     published: &Published,
     request: &mut RequestInfo,
     body: Incoming,
+    upgrade: Option<OnUpgrade>,
     info: &ConnInfo,
 ) -> Response<Body> {
     let settings = &published.snapshot.settings;
@@ -62,9 +67,10 @@ async fn route(
         return closing(actions::error(StatusCode::SERVICE_UNAVAILABLE));
     };
     let mut ctx = actions::Ctx {
-        snapshot: &published.snapshot,
+        published,
         request,
         body: Some(body),
+        upgrade,
         state: &info.state,
     };
     ctx.run(&listener.pass).await

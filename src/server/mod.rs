@@ -26,12 +26,16 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::{ListenAddr, Snapshot};
+use crate::upstream::Upstreams;
+pub use actions::error as error_page;
 pub use status::Counters;
+pub use timeouts::ConnState;
 
-/// A snapshot as served: with its open access log.
+/// A snapshot as served: with its open access log and its upstreams' run-time state.
 pub struct Published {
     pub snapshot: Snapshot,
     pub access_log: Option<access_log::Sink>,
+    pub upstreams: Upstreams,
 }
 
 /// What every connection shares.
@@ -61,6 +65,7 @@ impl Server {
                 current: ArcSwap::from_pointee(Published {
                     snapshot: empty,
                     access_log: None,
+                    upstreams: Upstreams::default(),
                 }),
                 counters: Counters::default(),
             }),
@@ -96,9 +101,15 @@ impl Server {
             .filter(|a| !snapshot.listeners.contains_key(*a))
             .cloned()
             .collect();
+        let upstreams = Upstreams::build(
+            &self.shared.current.load().upstreams,
+            &snapshot.upstreams,
+            &snapshot.proxies,
+        );
         self.shared.current.store(Arc::new(Published {
             snapshot,
             access_log,
+            upstreams,
         }));
         for addr in removed {
             if let Some(r) = running.remove(&addr) {

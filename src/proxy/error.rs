@@ -1,0 +1,46 @@
+//! Proxy failures and the one place they become answers: unreachable → 502, no available server → 503,
+//! timeout → 504, each with a short body and a log line naming the upstream, the server and the reason.
+
+use http::StatusCode;
+
+use crate::body::Body;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot connect to {server}: {source}")]
+    Unreachable {
+        server: String,
+        source: std::io::Error,
+    },
+    #[error("{server} failed before answering: {source}")]
+    Broken {
+        server: String,
+        source: hyper::Error,
+    },
+    #[error("{server} did not answer within {secs:.1} s")]
+    Timeout { server: String, secs: f64 },
+    #[error("no server available")]
+    NoServer,
+    #[error("the request body exceeds max_body_size")]
+    BodyTooLarge,
+}
+
+impl ProxyError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::Unreachable { .. } | ProxyError::Broken { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::NoServer => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    /// The answer to the client, after logging why.
+    pub fn into_response(self, upstream: &str) -> http::Response<Body> {
+        let status = self.status();
+        if status != StatusCode::PAYLOAD_TOO_LARGE {
+            tracing::warn!(upstream, error = %self, status = status.as_u16(), "proxy error");
+        }
+        crate::server::error_page(status)
+    }
+}

@@ -1,0 +1,58 @@
+//! Active health checks: a `GET` of the configured path on a fresh connection to each server, every
+//! `interval`; `fall` failed probes in a row take a server out, `rise` good ones bring it back.
+//!
+//! The task holds only a weak handle on its upstream and ends once the configuration that created it is gone.
+
+use std::time::Duration;
+
+use http::{Request, header};
+use http_body_util::BodyExt;
+
+use super::conf::ActiveCheck;
+use super::{ServerState, WeakUpstream, connect};
+use crate::body;
+
+pub async fn run(upstream: WeakUpstream) {
+    let Some(interval) = upstream
+        .upgrade()
+        .and_then(|u| u.conf.active.as_ref().map(|a| a.interval))
+    else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(up) = upstream.upgrade() else {
+            return;
+        };
+        let Some(check) = up.conf.active.clone() else {
+            return;
+        };
+        let probes = up.servers.iter().map(|s| probe(s, &check));
+        let results = futures_util::future::join_all(probes).await;
+        for (index, ok) in results.into_iter().enumerate() {
+            let change = up.servers[index].health().probe(&check.rules, ok);
+            up.announce(index, change, "health check");
+        }
+    }
+}
+
+/// One probe: true when the server answers the check path with an expected status within the timeout.
+async fn probe(server: &ServerState, check: &ActiveCheck) -> bool {
+    let attempt = async {
+        let mut sender = connect(&server.addr, check.timeout).await.ok()?;
+        let req = Request::get(check.path.as_str())
+            .header(header::HOST, "localhost")
+            .header(header::USER_AGENT, "rein-health-check")
+            .header(header::CONNECTION, "close")
+            .body(body::empty())
+            .ok()?;
+        let response = sender.send_request(req).await.ok()?;
+        let status = response.status().as_u16();
+        let _ = response.into_body().collect().await;
+        Some((check.status.0..=check.status.1).contains(&status))
+    };
+    let within: Duration = check.timeout;
+    matches!(tokio::time::timeout(within, attempt).await, Ok(Some(true)))
+}

@@ -1,0 +1,246 @@
+//! Upstreams at run time: servers with their connection pools, health and counters, a balancer, and the
+//! active health checks.
+//!
+//! Upstream state outlives configuration changes: [`Upstreams::build`] reuses an upstream whose configuration
+//! is unchanged as it is, and a server kept across a change keeps its pool and its health, so no connection to
+//! an unchanged server is dropped. Requests in flight hold the objects of the configuration they started on.
+
+pub mod balance;
+pub mod conf;
+pub mod health;
+mod pool;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use balance::{Balancer, Candidate};
+use conf::{ServerAddr, UpstreamConf};
+use health::{Change, Health};
+pub use pool::{Pool, Sender, connect};
+
+/// One server of one upstream.
+pub struct ServerState {
+    pub addr: ServerAddr,
+    pub pool: pool::Pool,
+    health: Mutex<Health>,
+    active: AtomicU32,
+    requests: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl ServerState {
+    fn new(addr: ServerAddr) -> Self {
+        ServerState {
+            addr,
+            pool: pool::Pool::default(),
+            health: Mutex::new(Health::new()),
+            active: AtomicU32::new(0),
+            requests: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn active(&self) -> u32 {
+        self.active.load(Ordering::Relaxed)
+    }
+}
+
+/// A slot taken on a server for one request: counted as active until dropped.
+pub struct Slot {
+    pub server: Arc<ServerState>,
+    upstream: Arc<Upstream>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.server.active.fetch_sub(1, Ordering::Relaxed);
+        // A freed slot may let a request waiting on `max_connections` go.
+        self.upstream.changed.notify_waiters();
+    }
+}
+
+pub struct Upstream {
+    /// `upstreams/NAME`'s name, or the URL of a `proxy` action.
+    pub name: String,
+    pub conf: UpstreamConf,
+    pub servers: Vec<Arc<ServerState>>,
+    balancer: Mutex<Balancer>,
+    /// Signalled when a server may have become available.
+    pub changed: Notify,
+}
+
+impl Upstream {
+    /// Takes a slot on the server the balancer picks among those available and not in `exclude`.
+    pub fn pick(
+        self: &Arc<Self>,
+        client: Option<IpAddr>,
+        exclude: &[usize],
+    ) -> Option<(usize, Slot)> {
+        let now = Instant::now();
+        let candidates: Vec<Candidate> = self
+            .servers
+            .iter()
+            .zip(&self.conf.servers)
+            .enumerate()
+            .map(|(i, (state, conf))| Candidate {
+                weight: conf.weight,
+                active: state.active(),
+                available: conf.weight > 0.0
+                    && !exclude.contains(&i)
+                    && conf.max_connections.is_none_or(|m| state.active() < m)
+                    && state.health().is_available(now),
+            })
+            .collect();
+        let index = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pick(self.conf.balance, &candidates, client)?;
+        let server = self.servers[index].clone();
+        server.active.fetch_add(1, Ordering::Relaxed);
+        server.requests.fetch_add(1, Ordering::Relaxed);
+        Some((
+            index,
+            Slot {
+                server,
+                upstream: self.clone(),
+            },
+        ))
+    }
+
+    /// The earliest moment a server out on a passive time-out comes back, if any is out now.
+    pub fn next_return(&self) -> Option<Instant> {
+        let now = Instant::now();
+        self.servers
+            .iter()
+            .filter_map(|s| s.health().out_until())
+            .filter(|t| *t > now)
+            .min()
+    }
+
+    /// Records the outcome of a request on server `index` for passive health.
+    pub fn record(&self, index: usize, ok: bool) {
+        let server = &self.servers[index];
+        let change = if ok {
+            server.health().request_succeeded()
+        } else {
+            server.failures.fetch_add(1, Ordering::Relaxed);
+            server
+                .health()
+                .request_failed(&self.conf.passive, Instant::now())
+        };
+        self.announce(index, change, "request");
+    }
+
+    fn announce(&self, index: usize, change: Change, by: &str) {
+        let addr = &self.servers[index].addr;
+        match change {
+            Change::WentDown => {
+                tracing::warn!(upstream = %self.name, server = %addr, by, "server unavailable")
+            }
+            Change::CameUp => {
+                tracing::info!(upstream = %self.name, server = %addr, by, "server available again");
+                self.changed.notify_waiters();
+            }
+            Change::None => {}
+        }
+    }
+
+    pub fn status_json(&self) -> Value {
+        let now = Instant::now();
+        let servers: serde_json::Map<String, Value> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let state = s.health().state_name(now);
+                let entry = json!({
+                    "state": state,
+                    "active": s.active(),
+                    "idle_connections": s.pool.idle_count(),
+                    "requests": s.requests.load(Ordering::Relaxed),
+                    "failures": s.failures.load(Ordering::Relaxed),
+                });
+                (s.addr.to_string(), entry)
+            })
+            .collect();
+        json!({ "servers": servers })
+    }
+}
+
+/// Every upstream of one configuration: named ones and those behind `proxy` actions.
+#[derive(Default)]
+pub struct Upstreams {
+    pub named: HashMap<String, Arc<Upstream>>,
+    pub proxies: HashMap<String, Arc<Upstream>>,
+}
+
+impl Upstreams {
+    /// The upstreams for a new configuration, reusing what `previous` had where nothing changed.
+    pub fn build(
+        previous: &Upstreams,
+        named: &BTreeMap<String, UpstreamConf>,
+        proxies: &BTreeMap<String, UpstreamConf>,
+    ) -> Upstreams {
+        let make = |old: &HashMap<String, Arc<Upstream>>,
+                    confs: &BTreeMap<String, UpstreamConf>| {
+            confs
+                .iter()
+                .map(|(name, conf)| (name.clone(), reuse_or_create(old.get(name), name, conf)))
+                .collect()
+        };
+        Upstreams {
+            named: make(&previous.named, named),
+            proxies: make(&previous.proxies, proxies),
+        }
+    }
+
+    pub fn status_json(&self) -> Value {
+        let named: serde_json::Map<String, Value> = self
+            .named
+            .iter()
+            .map(|(n, u)| (n.clone(), u.status_json()))
+            .collect();
+        Value::Object(named)
+    }
+}
+
+fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf) -> Arc<Upstream> {
+    if let Some(old) = old.filter(|o| o.conf == *conf) {
+        return old.clone();
+    }
+    let servers = conf
+        .servers
+        .iter()
+        .map(|s| {
+            old.and_then(|o| o.servers.iter().find(|st| st.addr == s.addr))
+                .cloned()
+                .unwrap_or_else(|| Arc::new(ServerState::new(s.addr.clone())))
+        })
+        .collect();
+    let upstream = Arc::new(Upstream {
+        name: name.to_owned(),
+        conf: conf.clone(),
+        servers,
+        balancer: Mutex::new(Balancer::new(conf.servers.len())),
+        changed: Notify::new(),
+    });
+    if conf.active.is_some() {
+        tokio::spawn(check::run(Arc::downgrade(&upstream)));
+    }
+    upstream
+}
+
+mod check;
+
+/// For the checker: a weak handle, so the checks end when the configuration that made them is gone.
+type WeakUpstream = Weak<Upstream>;

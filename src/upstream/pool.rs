@@ -1,0 +1,82 @@
+//! Keep-alive connections to one server: dialled over TCP or a Unix socket, kept idle for reuse up to the
+//! upstream's idle timeout, and dropped when the server closes them.
+
+use std::io;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+
+use super::conf::ServerAddr;
+use crate::body::Body;
+
+/// Idle connections kept per server, at most.
+const MAX_IDLE: usize = 512;
+
+pub type Sender = SendRequest<Body>;
+
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<Vec<(Sender, Instant)>>,
+}
+
+impl Pool {
+    /// The most recently used idle connection still open and within `idle_timeout`. It may need a moment
+    /// to be ready (its last exchange just ended): the caller awaits `ready()`.
+    pub fn take(&self, idle_timeout: Duration) -> Option<Sender> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        idle.retain(|(s, since)| !s.is_closed() && now.duration_since(*since) < idle_timeout);
+        idle.pop().map(|(sender, _)| sender)
+    }
+
+    /// Returns a connection whose exchange is complete, for reuse.
+    pub fn put(&self, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push((sender, Instant::now()));
+        }
+    }
+
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().map(|i| i.len()).unwrap_or(0)
+    }
+}
+
+/// Dials `addr` and completes the HTTP/1.1 handshake within `timeout`.
+pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Sender> {
+    let dial = async {
+        match addr {
+            ServerAddr::Tcp(sa) => {
+                let s = TcpStream::connect(sa).await?;
+                let _ = s.set_nodelay(true);
+                handshake(s).await
+            }
+            ServerAddr::Unix(path) => handshake(UnixStream::connect(path).await?).await,
+        }
+    };
+    tokio::time::timeout(timeout, dial)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))?
+}
+
+async fn handshake<S>(stream: S) -> io::Result<Sender>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(io::Error::other)?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, "upstream connection ended with an error");
+        }
+    });
+    Ok(sender)
+}
