@@ -561,7 +561,7 @@ fn pass_to_applications_and_upstreams() {
         ]),
         json!({
             "applications": {"app": {"type": "external", "executable": "/bin/true"}},
-            "upstreams": {"up": {"servers": {"127.0.0.1:9": {}}}}
+            "upstreams": {"up": {"servers": {"127.0.0.1:9": {}}, "queue_timeout": 0}}
         }),
     );
     let mut c = Conn::open(addr);
@@ -578,7 +578,7 @@ fn pass_to_applications_and_upstreams() {
         ),
         (
             json!([{"action": {"pass": "upstreams/ghost"}}]),
-            json!({"upstreams": {"up": {"servers": {"127.0.0.1:9": {}}}}}),
+            json!({"upstreams": {"up": {"servers": {"127.0.0.1:9": {}}, "queue_timeout": 0}}}),
         ),
     ] {
         let mut config =
