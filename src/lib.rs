@@ -10,6 +10,7 @@ pub mod compile;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod forwarded;
 pub mod proxy;
 pub mod request;
 pub mod route;

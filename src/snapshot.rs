@@ -53,6 +53,8 @@ pub struct Listener {
     pub name: String,
     pub pass: Pass,
     pub backlog: i32,
+    /// Unit's `forwarded`: the client address and scheme from a trusted proxy's headers.
+    pub forwarded: Option<crate::forwarded::Forwarded>,
 }
 
 /// A `pass` destination.

@@ -9,27 +9,35 @@ use serde_json::Value;
 use super::routes::compile_pass;
 use crate::config::walk::{integer, known_keys, object};
 use crate::config::{ConfigError, JsonPath};
+use crate::forwarded::Forwarded;
 use crate::snapshot::{ListenAddr, Listener, Pass};
+
+/// One listener as compiled, before its `pass` is checked against the rest of the document.
+pub struct Compiled1 {
+    pub addr: ListenAddr,
+    pub pass: Pass,
+    pub backlog: i32,
+    pub forwarded: Option<Forwarded>,
+}
 
 /// Listeners as compiled, still keyed by the user's names so passes can be checked with their paths.
 #[derive(Default)]
 pub struct Compiled {
-    pub by_name: BTreeMap<String, (ListenAddr, Pass, i32)>,
+    pub by_name: BTreeMap<String, Compiled1>,
 }
 
 impl Compiled {
     pub fn into_map(self) -> BTreeMap<ListenAddr, Listener> {
         self.by_name
             .into_iter()
-            .map(|(name, (addr, pass, backlog))| {
-                (
-                    addr,
-                    Listener {
-                        name,
-                        pass,
-                        backlog,
-                    },
-                )
+            .map(|(name, l)| {
+                let listener = Listener {
+                    name,
+                    pass: l.pass,
+                    backlog: l.backlog,
+                    forwarded: l.forwarded,
+                };
+                (l.addr, listener)
             })
             .collect()
     }
@@ -44,15 +52,19 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<Compiled, ConfigError> {
         if let Some(other) = seen.insert(addr.clone(), name.clone()) {
             return Err(lpath.error(format!("the same address as listener \"{other}\"")));
         }
-        let (pass, backlog) = compile_listener(listener, &lpath)?;
-        out.by_name.insert(name.clone(), (addr, pass, backlog));
+        let compiled = compile_listener(addr, listener, &lpath)?;
+        out.by_name.insert(name.clone(), compiled);
     }
     Ok(out)
 }
 
-fn compile_listener(v: &Value, path: &JsonPath) -> Result<(Pass, i32), ConfigError> {
+fn compile_listener(
+    addr: ListenAddr,
+    v: &Value,
+    path: &JsonPath,
+) -> Result<Compiled1, ConfigError> {
     let map = object(v, path)?;
-    known_keys(map, &["pass", "backlog"], path)?;
+    known_keys(map, &["pass", "backlog", "forwarded"], path)?;
     let pass = map
         .get("pass")
         .ok_or_else(|| path.error("a listener needs a \"pass\""))?;
@@ -61,7 +73,16 @@ fn compile_listener(v: &Value, path: &JsonPath) -> Result<(Pass, i32), ConfigErr
         Some(b) => integer(b, &path.key("backlog"), i32::MAX as u64)? as i32,
         None => 511,
     };
-    Ok((pass, backlog))
+    let forwarded = match map.get("forwarded") {
+        Some(f) => Some(Forwarded::compile(f, &path.key("forwarded"))?),
+        None => None,
+    };
+    Ok(Compiled1 {
+        addr,
+        pass,
+        backlog,
+        forwarded,
+    })
 }
 
 /// Parses a listener key as Unit writes it; `*` means every IPv4 address.

@@ -63,7 +63,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         upstreams: &upstream_names,
     };
     for (name, listener) in &listeners.by_name {
-        targets.check(&listener.1, &root.key("listeners").key(name).key("pass"))?;
+        targets.check(&listener.pass, &root.key("listeners").key(name).key("pass"))?;
     }
     for (pass, path) in &passes {
         targets.check(pass, path)?;

@@ -66,6 +66,9 @@ async fn route(
         // The listener was removed while this connection was open: it is draining.
         return closing(actions::error(StatusCode::SERVICE_UNAVAILABLE));
     };
+    if let Some(forwarded) = &listener.forwarded {
+        forwarded.apply(request);
+    }
     let mut ctx = actions::Ctx {
         published,
         request,

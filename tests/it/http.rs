@@ -246,3 +246,45 @@ fn mutated_requests_never_hang_or_crash() {
     }
     assert_eq!(get(addr, "/index.html").status, 200);
 }
+
+#[test]
+fn forwarded_headers_from_a_trusted_proxy_set_the_client_and_scheme() {
+    let rein = Rein::start();
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "forwarded": {
+            "client_ip": "X-Forwarded-For", "protocol": "X-Forwarded-Proto",
+            "source": "127.0.0.0/8", "recursive": true}}},
+        "routes": [
+            {"match": {"scheme": "https", "source": "203.0.113.0/24"},
+             "action": {"return": 200, "response_headers": {"X-Client": "$remote_addr"}}},
+            {"action": {"return": 403}}
+        ]
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    let chain = [
+        ("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 127.0.0.9"),
+        ("X-Forwarded-Proto", "https"),
+    ];
+    let r = Conn::open(addr).get("/", &chain);
+    assert_eq!((r.status, r.header("x-client")), (200, Some("203.0.113.7")));
+    assert_eq!(
+        Conn::open(addr)
+            .get("/", &[("X-Forwarded-Proto", "https")])
+            .status,
+        403
+    );
+    let bad = json!({"pass": "routes", "forwarded": {"client_ip": "X-Forwarded-For"}});
+    let (status, body) = rein.api(
+        "PUT",
+        "/config/listeners/127.0.0.1:0",
+        Some(&bad.to_string()),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("listeners/127.0.0.1:0/forwarded"),
+        "{body}"
+    );
+}

@@ -1,0 +1,443 @@
+"""Helpers shared by the scripts in bench/ (static-file, proxy): tools and build, machine facts, server processes
+on free ports, CPU and memory accounting from /proc, wrk runs and their parsing, and the generated blocks in
+docs/benchmarks.md.
+
+Nothing here prints to stdout; progress goes to stderr through log(), prefixed with the script's name (set_name).
+"""
+
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOC_PATH = os.path.join(REPO, "docs", "benchmarks.md")
+START_DEADLINE = 15.0
+STOP_DEADLINE = 10.0
+
+_NAME = ["bench"]
+
+
+def set_name(name):
+    _NAME[0] = name
+
+
+def log(msg):
+    print(f"[{_NAME[0]}] {msg}", file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------------- tools, build
+
+
+def raise_nofile(want, need):
+    """Raises the soft open-file limit towards `want`; fails when it stays below `need`."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+            soft, hard = want, want
+        except (ValueError, OSError):
+            pass
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft == resource.RLIM_INFINITY or soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        raise BenchError(f"open-file limit is {soft}; 1,000 connections need more (raise the hard limit)")
+    return soft
+
+
+def ensure_tools():
+    missing = [t for t in ("nginx", "wrk") if not shutil.which(t) and not os.path.exists(f"/usr/sbin/{t}")]
+    if missing:
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        log(f"installing {missing} with apt-get")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(sudo + ["apt-get", "update"], check=False, env=env)
+        pkgs = []
+        if "wrk" in missing:
+            pkgs.append("wrk")
+        if "nginx" in missing:
+            # nginx-light exists up to bookworm; later releases ship only nginx.
+            r = subprocess.run(sudo + ["apt-get", "install", "-y", "nginx-light"] + pkgs, env=env)
+            if r.returncode != 0:
+                subprocess.run(sudo + ["apt-get", "install", "-y", "nginx"] + pkgs, check=True, env=env)
+        else:
+            subprocess.run(sudo + ["apt-get", "install", "-y"] + pkgs, check=True, env=env)
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    wrk = shutil.which("wrk")
+    if not (os.path.exists(nginx) and wrk):
+        raise BenchError("nginx or wrk still missing after apt-get")
+    return nginx, wrk
+
+
+def build_rein(skip):
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+    if not os.path.isabs(target):
+        target = os.path.join(REPO, target)
+    if not skip:
+        log(f"building rein (release, CARGO_TARGET_DIR={target})")
+        subprocess.run(["cargo", "build", "--release", "--bin", "rein"], cwd=REPO, check=True,
+                       env=dict(os.environ, CARGO_TARGET_DIR=target))
+    binary = os.path.join(target, "release", "rein")
+    if not os.access(binary, os.X_OK):
+        raise BenchError(f"{binary} not found (run without --no-build)")
+    return binary
+
+
+def versions(nginx, wrk, rein):
+    def out(cmd, cwd=None):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+            return (r.stdout + r.stderr).strip()
+        except OSError as e:
+            return f"unavailable ({e})"
+
+    rev = out(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO)
+    dirty = out(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml",
+                 "Cargo.lock"], cwd=REPO)
+    return {
+        "rein": f"{rev}{' (+ uncommitted changes in src/)' if dirty else ''}",
+        "rein_binary": rein,
+        "nginx": out([nginx, "-v"]).splitlines()[0],
+        "wrk": out([wrk, "-v"]).splitlines()[0].split(" Copyright")[0],
+    }
+
+
+def machine():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "online_cpus": os.cpu_count(),
+        "cpu_model": cpu,
+        "kernel": platform.release(),
+        "ram_gib": round(mem_kb / 1024 / 1024, 1),
+    }
+
+
+def command_string(script):
+    cmd_str = " ".join([script] + sys.argv[1:])
+    if os.environ.get("CARGO_TARGET_DIR"):
+        cmd_str = f"CARGO_TARGET_DIR={os.environ['CARGO_TARGET_DIR']} {cmd_str}"
+    return cmd_str
+
+
+# --------------------------------------------------------------------------------------------- processes
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children_of(pid):
+    kids = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def proc_status(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM", "Threads"):
+                out[k] = int(v.split()[0])
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    out["Pss"] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
+def host_busy_seconds():
+    """CPU seconds spent busy (not idle/iowait) by the whole machine since boot."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+class Server:
+    """A server process in its own session. `ready()` returns None when it answers as expected, else a string
+    saying what it did instead; start() polls it until then (with a deadline)."""
+
+    def __init__(self, name, cmd, port, tmp, ready, cpus=None):
+        self.name, self.cmd, self.port, self.tmp, self.ready, self.cpus = name, cmd, port, tmp, ready, cpus
+        self.proc = None
+        self.out = None
+
+    def start(self):
+        self.out = open(os.path.join(self.tmp, f"{self.name}.out"), "wb")
+        pre = (lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None
+        self.proc = subprocess.Popen(self.cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=pre)
+        deadline = time.monotonic() + START_DEADLINE
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BenchError(f"{self.name} exited with {self.proc.returncode} at start: {self.output()}")
+            try:
+                last = self.ready()
+                if last is None:
+                    return
+            except OSError as e:
+                last = str(e)
+            time.sleep(0.02)  # poll interval, not a wait for readiness
+        raise BenchError(f"{self.name} did not answer on port {self.port} within {START_DEADLINE}s "
+                         f"(last: {last}): {self.output()}")
+
+    def output(self):
+        try:
+            with open(os.path.join(self.tmp, f"{self.name}.out"), "rb") as f:
+                return f.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def pids(self):
+        if not self.proc or self.proc.poll() is not None:
+            return []
+        return [self.proc.pid] + children_of(self.proc.pid)
+
+    def memory(self):
+        """kB summed over the server's processes (nginx: master + workers)."""
+        total = {"VmRSS": 0, "VmHWM": 0, "Pss": 0, "Threads": 0, "processes": 0}
+        for pid in self.pids():
+            try:
+                st = proc_status(pid)
+            except OSError:
+                continue
+            total["processes"] += 1
+            for k in ("VmRSS", "VmHWM", "Pss", "Threads"):
+                total[k] += st.get(k, 0)
+        return total
+
+    def cpu(self):
+        t = 0.0
+        for pid in self.pids():
+            try:
+                t += cpu_seconds(pid)
+            except OSError:
+                pass
+        return t
+
+    def stop(self):
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
+            pgid = self.proc.pid  # start_new_session: the server leads its own process group
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=STOP_DEADLINE)
+            except subprocess.TimeoutExpired:
+                log(f"{self.name} did not stop within {STOP_DEADLINE}s; killing it")
+            try:
+                os.killpg(pgid, signal.SIGKILL)  # stragglers (nginx workers) in the same group
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        if self.out:
+            self.out.close()
+
+
+def http_get(port, path, timeout, unix=None):
+    """One GET with Connection: close, over TCP to 127.0.0.1:port or over the Unix socket `unix`."""
+    if unix:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(unix)
+        except OSError:
+            s.close()
+            raise
+    else:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    with s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+    return status, body
+
+
+def response_headers(port, path):
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.partition(b"\r\n\r\n")[0].decode(errors="replace")
+
+
+# --------------------------------------------------------------------------------------------- wrk
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+
+
+def parse_ms(text):
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if not m:
+        raise BenchError(f"cannot parse wrk latency {text!r}")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def parse_wrk(out):
+    res = {}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if not m:
+        raise BenchError(f"no Requests/sec in wrk output:\n{out}")
+    res["rps"] = float(m.group(1))
+    for pct in ("50", "75", "90", "99"):
+        m = re.search(rf"^\s+{pct}%\s+(\S+)", out, re.M)
+        if m:
+            res[f"p{pct}_ms"] = parse_ms(m.group(1))
+    if "p99_ms" not in res:
+        raise BenchError(f"no 99% latency in wrk output (was --latency given?):\n{out}")
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    res["requests"] = int(m.group(1)) if m else None
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    res["socket_errors"] = dict(zip(("connect", "read", "write", "timeout"), map(int, m.groups()))) if m else {}
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    res["non_2xx"] = int(m.group(1)) if m else 0
+    return res
+
+
+RUNNING = []
+
+
+def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=True, also=()):
+    """One wrk run against `server` at `path`. CPU is accounted for the server, for wrk (this process's
+    children), for the servers in `also` (e.g. a shared backend: key `<name>_cpu_pct`), and machine-wide."""
+    cmd = [wrk, f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency",
+           f"http://127.0.0.1:{server.port}{path}"]
+    pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    also0 = [s.cpu() for s in also]
+    cpu0, host0, t0 = server.cpu(), host_busy_seconds(), time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pre)
+    RUNNING.append(proc)
+    mid = {}
+    if sample_memory:
+        # Sample memory halfway through the run, when every connection is open and busy.
+        def sample():
+            mid.update(server.memory())
+        timer = threading.Timer(duration / 2, sample)
+        timer.start()
+    out, _ = proc.communicate()
+    if sample_memory:
+        timer.join()
+    wall = time.monotonic() - t0
+    cpu1, host1 = server.cpu(), host_busy_seconds()
+    also1 = [s.cpu() for s in also]
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    RUNNING.remove(proc)
+    if proc.returncode != 0:
+        raise BenchError(f"wrk failed ({proc.returncode}):\n{out}")
+    res = parse_wrk(out)
+    res["server_cpu_pct"] = round(100 * (cpu1 - cpu0) / wall, 1)
+    res["wrk_cpu_pct"] = round(100 * ((ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)) / wall, 1)
+    also_pct = 0.0
+    for s, a0, a1 in zip(also, also0, also1):
+        res[f"{s.name}_cpu_pct"] = round(100 * (a1 - a0) / wall, 1)
+        also_pct += res[f"{s.name}_cpu_pct"]
+    # Whatever else ran on the machine meanwhile (softirq for loopback traffic counts here too): a noise gauge.
+    res["host_cpu_pct"] = round(100 * (host1 - host0) / wall, 1)
+    res["other_cpu_pct"] = round(res["host_cpu_pct"] - res["server_cpu_pct"] - res["wrk_cpu_pct"] - also_pct, 1)
+    if res.get("requests"):
+        res["server_cpu_us_per_req"] = round(1e6 * (cpu1 - cpu0) / res["requests"], 2)
+    if mid:
+        res["rss_mid_kb"] = mid["VmRSS"]
+        res["pss_mid_kb"] = mid["Pss"]
+    res["raw"] = out
+    return res
+
+
+def wrk_errors(r):
+    return r["non_2xx"] + sum(r["socket_errors"].values())
+
+
+# --------------------------------------------------------------------------------------------- report
+
+
+def fmt_ms(ms):
+    return f"{ms * 1000:.0f} µs" if ms < 1 else f"{ms:.2f} ms"
+
+
+def fmt_mb(kb):
+    return f"{kb / 1024:.1f} MB"
+
+
+def update_docs(key, script, body):
+    """Replaces the block `key` in docs/benchmarks.md with `body` (appends it when absent); the rest of the
+    file is left alone."""
+    begin, end = f"<!-- BEGIN bench:{key} (generated by bench/{script}; do not edit by hand) -->", \
+        f"<!-- END bench:{key} -->"
+    block = f"{begin}\n{body}\n{end}"
+    if os.path.exists(DOC_PATH):
+        with open(DOC_PATH) as f:
+            text = f.read()
+    else:
+        text = ("# Benchmarks\n\nFigures below are produced by the scripts in `bench/` (see `bench/README.md`); "
+                "each generated section is replaced when its script runs again, the rest of this file is "
+                "written by hand.\n")
+    pat = re.compile(re.escape(f"<!-- BEGIN bench:{key} ") + r".*?" + re.escape(end), re.S)
+    if pat.search(text):
+        text = pat.sub(lambda _: block, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    os.makedirs(os.path.dirname(DOC_PATH), exist_ok=True)
+    with open(DOC_PATH, "w") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+
+
+def install_signal_handlers():
+    def _on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
