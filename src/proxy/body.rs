@@ -7,7 +7,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,27 +19,56 @@ use tokio::time::{Instant, Sleep};
 use crate::server::ConnState;
 use crate::upstream::{Sender, Slot, Upstream};
 
+/// What the proxy can see of an upload in flight.
+#[derive(Debug)]
+pub struct UploadWatch {
+    too_large: AtomicBool,
+    /// When a chunk last went upstream, in milliseconds since `base`: a long upload that keeps moving is not a
+    /// server that fails to answer.
+    last_progress_ms: AtomicU64,
+    base: Instant,
+}
+
+impl UploadWatch {
+    pub fn too_large(&self) -> bool {
+        self.too_large.load(Ordering::Acquire)
+    }
+
+    pub fn last_progress(&self) -> Instant {
+        self.base + Duration::from_millis(self.last_progress_ms.load(Ordering::Acquire))
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_progress_ms.store(ms, Ordering::Release);
+    }
+}
+
 /// The client's request body on its way upstream.
 pub struct Upload {
     inner: Incoming,
     limit: u64,
     seen: u64,
-    too_large: Arc<AtomicBool>,
+    watch: Arc<UploadWatch>,
     state: Arc<ConnState>,
 }
 
 impl Upload {
-    pub fn new(inner: Incoming, limit: u64, state: Arc<ConnState>) -> (Self, Arc<AtomicBool>) {
-        let too_large = Arc::new(AtomicBool::new(false));
+    pub fn new(inner: Incoming, limit: u64, state: Arc<ConnState>) -> (Self, Arc<UploadWatch>) {
+        let watch = Arc::new(UploadWatch {
+            too_large: AtomicBool::new(false),
+            last_progress_ms: AtomicU64::new(0),
+            base: Instant::now(),
+        });
         state.reading_body(true);
         let upload = Upload {
             inner,
             limit,
             seen: 0,
-            too_large: too_large.clone(),
+            watch: watch.clone(),
             state,
         };
-        (upload, too_large)
+        (upload, watch)
     }
 }
 
@@ -55,8 +84,9 @@ impl HttpBody for Upload {
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 self.seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+                self.watch.touch();
                 if self.seen > self.limit {
-                    self.too_large.store(true, Ordering::Release);
+                    self.watch.too_large.store(true, Ordering::Release);
                     return Poll::Ready(Some(Err(std::io::Error::other("max_body_size exceeded"))));
                 }
                 Poll::Ready(Some(Ok(frame)))

@@ -12,7 +12,7 @@ pub mod headers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri, Version, header};
 use hyper::body::Incoming;
@@ -23,7 +23,7 @@ use crate::body::{self as rbody, Body};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
 use crate::upstream::{Sender, Slot, Upstream, connect};
-use body::{Download, Upload};
+use body::{Download, Upload, UploadWatch};
 pub use error::ProxyError;
 
 /// Sends on reused connections that the server turned out to have closed, retried at no cost to `tries`.
@@ -54,10 +54,10 @@ async fn try_forward(
     let req = out.request;
     let upgrading = headers::wants_upgrade(&req.headers);
     let head = upstream_head(req, upgrading);
-    let (mut body, too_large) = match out.body {
+    let (mut body, upload) = match out.body {
         Some(b) if !http_body::Body::is_end_stream(&b) => {
-            let (upload, flag) = Upload::new(b, out.max_body_size, out.state.clone());
-            (Some(Body::new(upload)), Some(flag))
+            let (upload, watch) = Upload::new(b, out.max_body_size, out.state.clone());
+            (Some(Body::new(upload)), Some(watch))
         }
         _ => (None, None),
     };
@@ -75,14 +75,11 @@ async fn try_forward(
             break;
         };
         let outgoing = build(&head, body.take().unwrap_or_else(rbody::empty));
-        let failed = match attempt_one(upstream, slot, outgoing).await {
+        let failed = match attempt_one(upstream, slot, outgoing, upload.as_deref()).await {
             Ok(sent) => return Ok(respond(upstream, index, sent, upgrading, out.upgrade)),
             Err(failed) => failed,
         };
-        if too_large
-            .as_ref()
-            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire))
-        {
+        if upload.as_ref().is_some_and(|w| w.too_large()) {
             return Err(ProxyError::BodyTooLarge);
         }
         tracing::debug!(upstream = %upstream.name, attempts, error = %failed.error, stale = failed.stale, "attempt failed");
@@ -153,7 +150,12 @@ struct Sent {
 }
 
 /// One try on one server: a pooled connection if one is idle, else a new one.
-async fn attempt_one(upstream: &Upstream, slot: Slot, req: Request<Body>) -> Result<Sent, Failed> {
+async fn attempt_one(
+    upstream: &Upstream,
+    slot: Slot,
+    req: Request<Body>,
+    upload: Option<&UploadWatch>,
+) -> Result<Sent, Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
     let (mut sender, reused) = match reuse(&server.pool, timeouts).await {
@@ -181,7 +183,7 @@ async fn attempt_one(upstream: &Upstream, slot: Slot, req: Request<Body>) -> Res
         },
     };
     let send = sender.try_send_request(req);
-    match tokio::time::timeout(timeouts.read, send).await {
+    match await_answer(send, timeouts.read, upload).await {
         Ok(Ok(response)) => Ok(Sent {
             response,
             sender,
@@ -208,6 +210,29 @@ async fn attempt_one(upstream: &Upstream, slot: Slot, req: Request<Body>) -> Res
             unsent: None,
             stale: false,
         }),
+    }
+}
+
+/// Waits for the response head: at most `read` after the request body last made progress (so a long upload
+/// that keeps moving never times out, and a server that stops reading or answering does).
+async fn await_answer<F: std::future::Future>(
+    send: F,
+    read: Duration,
+    upload: Option<&UploadWatch>,
+) -> Result<F::Output, ()> {
+    tokio::pin!(send);
+    let mut deadline = tokio::time::Instant::now() + read;
+    loop {
+        tokio::select! {
+            out = &mut send => return Ok(out),
+            _ = tokio::time::sleep_until(deadline) => {
+                let moved = upload.map(|u| u.last_progress() + read);
+                match moved {
+                    Some(later) if later > deadline => deadline = later,
+                    _ => return Err(()),
+                }
+            }
+        }
     }
 }
 
