@@ -63,10 +63,17 @@ pub fn add_forwarded(
     host: Option<HeaderValue>,
 ) {
     if let Some(ip) = remote.map(|r| r.ip().to_canonical()) {
-        let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-            Some(prior) => format!("{prior}, {ip}"),
-            None => ip.to_string(),
-        };
+        // Every prior field, in order: a chain may arrive split over several lines.
+        let mut value: String = headers
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !value.is_empty() {
+            value.push_str(", ");
+        }
+        value.push_str(&ip.to_string());
         if let Ok(v) = HeaderValue::try_from(value) {
             headers.insert(X_FORWARDED_FOR, v);
         }

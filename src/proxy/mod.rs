@@ -76,6 +76,16 @@ async fn try_forward(
         };
         let outgoing = build(&head, body.take().unwrap_or_else(rbody::empty));
         let failed = match attempt_one(upstream, slot, outgoing, upload.as_deref()).await {
+            Ok(sent) if replayable && !upgrading && is_small(&sent.response) => {
+                match buffered(upstream, index, sent).await {
+                    Ok(response) => return Ok(response),
+                    Err(error) => Failed {
+                        error,
+                        unsent: None,
+                        stale: false,
+                    },
+                }
+            }
             Ok(sent) => return Ok(respond(upstream, index, sent, upgrading, out.upgrade)),
             Err(failed) => failed,
         };
@@ -117,7 +127,7 @@ async fn wait_for_server(
         if let Some(found) = upstream.pick(client, excluded) {
             return Some(found);
         }
-        if !excluded.is_empty() && upstream.pick(client, &[]).is_some() {
+        if !excluded.is_empty() && upstream.any_available() {
             // Every server not yet tried is out, but a tried one is back: no point waiting for the rest.
             return None;
         }
@@ -289,6 +299,46 @@ fn is_idempotent(method: &Method) -> bool {
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
     )
+}
+
+/// Small answers to requests that could be sent again are read whole before the client sees anything, so a
+/// server that dies in the middle of one costs a retry rather than a truncated response.
+const BUFFERED: u64 = 64 * 1024;
+
+fn is_small(response: &Response<Incoming>) -> bool {
+    http_body::Body::size_hint(response.body())
+        .exact()
+        .is_some_and(|n| n <= BUFFERED)
+}
+
+async fn buffered(
+    upstream: &Upstream,
+    index: usize,
+    sent: Sent,
+) -> Result<Response<Body>, ProxyError> {
+    let Sent {
+        response,
+        sender,
+        slot,
+    } = sent;
+    let (mut parts, incoming) = response.into_parts();
+    let server = slot.server.addr.to_string();
+    let read = upstream.conf.timeouts.read;
+    let bytes = match tokio::time::timeout(read, http_body_util::BodyExt::collect(incoming)).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(source)) => return Err(ProxyError::Broken { server, source }),
+        Err(_) => {
+            return Err(ProxyError::Timeout {
+                server,
+                secs: read.as_secs_f64(),
+            });
+        }
+    };
+    slot.server.pool.put(sender);
+    upstream.record(index, true);
+    drop(slot);
+    headers::strip_hop_by_hop(&mut parts.headers, false);
+    Ok(Response::from_parts(parts, rbody::full(bytes)))
 }
 
 /// The server's answer as it goes to the client: hop-by-hop fields removed, the body streamed back, or, for a

@@ -80,6 +80,20 @@ pub struct Upstream {
 }
 
 impl Upstream {
+    /// Whether server `i` can take a request now (ignoring which servers this request already tried).
+    fn can_take(&self, i: usize, now: Instant) -> bool {
+        let (state, conf) = (&self.servers[i], &self.conf.servers[i]);
+        conf.weight > 0.0
+            && conf.max_connections.is_none_or(|m| state.active() < m)
+            && state.health().is_available(now)
+    }
+
+    /// Whether any server can take a request now; changes nothing.
+    pub fn any_available(&self) -> bool {
+        let now = Instant::now();
+        (0..self.servers.len()).any(|i| self.can_take(i, now))
+    }
+
     /// Takes a slot on the server the balancer picks among those available and not in `exclude`.
     pub fn pick(
         self: &Arc<Self>,
@@ -87,18 +101,11 @@ impl Upstream {
         exclude: &[usize],
     ) -> Option<(usize, Slot)> {
         let now = Instant::now();
-        let candidates: Vec<Candidate> = self
-            .servers
-            .iter()
-            .zip(&self.conf.servers)
-            .enumerate()
-            .map(|(i, (state, conf))| Candidate {
-                weight: conf.weight,
-                active: state.active(),
-                available: conf.weight > 0.0
-                    && !exclude.contains(&i)
-                    && conf.max_connections.is_none_or(|m| state.active() < m)
-                    && state.health().is_available(now),
+        let candidates: Vec<Candidate> = (0..self.servers.len())
+            .map(|i| Candidate {
+                weight: self.conf.servers[i].weight,
+                active: self.servers[i].active(),
+                available: !exclude.contains(&i) && self.can_take(i, now),
             })
             .collect();
         let index = self

@@ -5,6 +5,7 @@ mod harness;
 mod control;
 mod http;
 mod lifecycle;
+mod proxy;
 mod reload;
 mod routing;
 mod share;
