@@ -1,6 +1,7 @@
 //! Keep-alive connections to one server: dialled over TCP or a Unix socket, kept idle for reuse up to the
 //! upstream's idle timeout, and dropped when the server closes them.
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,14 +14,16 @@ use tokio::net::{TcpStream, UnixStream};
 use super::conf::ServerAddr;
 use crate::body::Body;
 
-/// Idle connections kept per server, at most.
-const MAX_IDLE: usize = 512;
+/// Idle connections kept per server, at most (nginx's `keepalive` is a per-worker 64 in common setups; a
+/// larger pool spares new connections under bursts, each idle one costs a few KB).
+const MAX_IDLE: usize = 256;
 
 pub type Sender = SendRequest<Body>;
 
+/// Idle connections, oldest first.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<Vec<(Sender, Instant)>>,
+    idle: Mutex<VecDeque<(Sender, Instant)>>,
 }
 
 impl Pool {
@@ -29,8 +32,19 @@ impl Pool {
     pub fn take(&self, idle_timeout: Duration) -> Option<Sender> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        idle.retain(|(s, since)| !s.is_closed() && now.duration_since(*since) < idle_timeout);
-        idle.pop().map(|(sender, _)| sender)
+        // Expired connections gather at the front; dropping them there is cheap.
+        while idle
+            .front()
+            .is_some_and(|(_, since)| now.duration_since(*since) >= idle_timeout)
+        {
+            idle.pop_front();
+        }
+        while let Some((sender, _)) = idle.pop_back() {
+            if !sender.is_closed() {
+                return Some(sender);
+            }
+        }
+        None
     }
 
     /// Returns a connection whose exchange is complete, for reuse.
@@ -39,9 +53,10 @@ impl Pool {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE {
-            idle.push((sender, Instant::now()));
+        if idle.len() >= MAX_IDLE {
+            idle.pop_front();
         }
+        idle.push_back((sender, Instant::now()));
     }
 
     pub fn idle_count(&self) -> usize {
