@@ -1,5 +1,6 @@
 //! The `rein` command line: `run` starts the server; `config`, `status` talk to a running one.
 
+mod bench;
 mod client;
 mod run;
 
@@ -38,6 +39,8 @@ enum Command {
     Config(ConfigCommand),
     /// Show a running server's status (connections, requests, listeners).
     Status(ControlArgs),
+    /// Measure a server under load: throughput, latency percentiles, errors, longest outage.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -126,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Status(control) => client::show(&control.control_addr(), "/status"),
         Command::Config(cmd) => config(cmd),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

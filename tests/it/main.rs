@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod bench;
 mod control;
 mod http;
 mod lifecycle;

@@ -1,0 +1,16 @@
+//! `rein bench`: load generators that measure a server from the outside.
+//!
+//! [`http`] drives N keep-alive HTTP/1.1 connections against one target, closed loop (each connection sends as
+//! soon as its previous answer is in) or open loop at a fixed rate, and returns a [`report::Report`]: requests,
+//! errors by kind, latency percentiles from an HDR histogram, and the longest window without a successful
+//! response ([`gap`]). [`config`] parses targets and holds the run's parameters; [`output`] formats a report for
+//! people or as JSON. The CLI is a thin layer over [`http::run`], so other benches (reload, crash) can reuse it.
+
+pub mod config;
+pub mod gap;
+pub mod http;
+pub mod output;
+pub mod report;
+
+pub use config::{Config, Target};
+pub use report::Report;

@@ -1,0 +1,135 @@
+//! `rein bench`: load generators. `rein bench http TARGET` drives keep-alive connections against a URL or a
+//! Unix socket and prints what it measured ([`crate::bench`] does the work).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use super::exit;
+use crate::bench::config::{Config, Stop, Target, parse_header, seconds};
+use crate::bench::{http, output};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    kind: BenchKind,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchKind {
+    /// HTTP/1.1 load: requests per second, latency percentiles, errors by kind, longest outage
+    Http(HttpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct HttpArgs {
+    /// http://HOST:PORT/PATH or unix:/PATH/TO.sock:/URI
+    target: String,
+    /// Keep-alive connections, each with one request in flight
+    #[arg(short, long, default_value_t = 10)]
+    connections: usize,
+    /// Seconds to run [default: 10]
+    #[arg(short, long, conflicts_with = "requests")]
+    duration: Option<f64>,
+    /// Stop after this many requests instead of after a duration
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Open loop: send this many requests per second in all, latency measured from each one's scheduled time
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Request method
+    #[arg(short, long, default_value = "GET")]
+    method: String,
+    /// A request header, "Name: value" (repeatable)
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    headers: Vec<String>,
+    /// Send this file as the request body
+    #[arg(long, value_name = "FILE")]
+    body: Option<PathBuf>,
+    /// Seconds a request may take, connecting included
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Print the report as one JSON object
+    #[arg(long)]
+    json: bool,
+    /// Worker threads [default: one per core]
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+pub fn run(args: BenchArgs) -> ExitCode {
+    match args.kind {
+        BenchKind::Http(args) => bench_http(args),
+    }
+}
+
+fn bench_http(args: HttpArgs) -> ExitCode {
+    let config = match http_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rein bench: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    let terminal = std::io::stderr().is_terminal();
+    let result = http::run_with_progress(&config, |p| {
+        if terminal {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K{}", output::progress(p));
+            let _ = err.flush();
+        }
+    });
+    if terminal {
+        eprint!("\r\x1b[2K");
+    }
+    match result {
+        Ok(report) => {
+            if args.json {
+                println!("{}", output::json(&report));
+            } else {
+                print!("{}", output::human(&report));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e @ http::Error::Unreachable { .. }) => {
+            eprintln!("rein bench: {e}");
+            ExitCode::from(exit::UNREACHABLE)
+        }
+        Err(e) => {
+            eprintln!("rein bench: {e}");
+            ExitCode::from(exit::FAILED)
+        }
+    }
+}
+
+fn http_config(args: &HttpArgs) -> Result<Config, String> {
+    let target: Target = args.target.parse()?;
+    let mut config = Config::new(target);
+    config.connections = args.connections;
+    config.stop = match (args.requests, args.duration) {
+        (Some(n), _) => Stop::Requests(n),
+        (None, d) => Stop::Duration(seconds(d.unwrap_or(10.0), "--duration")?),
+    };
+    config.rate = args.rate;
+    config.method = args
+        .method
+        .parse()
+        .map_err(|_| format!("{:?} is not a request method", args.method))?;
+    for h in &args.headers {
+        let (name, value) = parse_header(h)?;
+        config.headers.append(name, value);
+    }
+    if let Some(file) = &args.body {
+        config.body = std::fs::read(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            .into();
+    }
+    config.timeout = seconds(args.timeout, "--timeout")?;
+    if let Some(threads) = args.threads {
+        config.threads = threads;
+    }
+    config.validate()?;
+    Ok(config)
+}
