@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use crate::server::ConnState;
-use crate::upstream::{Sender, Slot, Upstream};
+use crate::upstream::{Sender, Slot};
 
 /// What the proxy can see of an upload in flight.
 #[derive(Debug)]
@@ -122,28 +122,17 @@ pub struct Download {
     timer: Pin<Box<Sleep>>,
     /// Returned to the pool when the body ends cleanly.
     sender: Option<Sender>,
-    upstream: Arc<Upstream>,
-    index: usize,
     /// Held (the request counts as active on its server) until the body is done.
     slot: Option<Slot>,
 }
 
 impl Download {
-    pub fn new(
-        inner: Incoming,
-        sender: Sender,
-        upstream: Arc<Upstream>,
-        index: usize,
-        slot: Slot,
-    ) -> Self {
-        let read_timeout = upstream.conf.timeouts.read;
+    pub fn new(inner: Incoming, sender: Sender, read_timeout: Duration, slot: Slot) -> Self {
         Download {
             inner,
             read_timeout,
             timer: Box::pin(tokio::time::sleep(read_timeout)),
             sender: Some(sender),
-            upstream,
-            index,
             slot: Some(slot),
         }
     }
@@ -157,10 +146,10 @@ impl Download {
         {
             slot.server.pool.put(sender);
         }
-        if self.slot.take().is_some()
+        if let Some(slot) = self.slot.take()
             && let Some(ok) = outcome
         {
-            self.upstream.record(self.index, ok);
+            slot.record(ok);
         }
     }
 }

@@ -22,7 +22,7 @@ use hyper_util::rt::TokioIo;
 use crate::body::{self as rbody, Body};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{Sender, Slot, Upstream, connect};
+use crate::upstream::{Sender, ServerState, Slot, Upstream, connect};
 use body::{Download, Upload, UploadWatch};
 pub use error::ProxyError;
 
@@ -64,20 +64,21 @@ async fn try_forward(
     let replayable = body.is_none() && is_idempotent(&req.method);
     let client_ip = client_ip(req.remote);
     let retries = upstream.conf.retries;
-    let mut excluded: Vec<usize> = Vec::new();
+    let mut excluded: Vec<Arc<ServerState>> = Vec::new();
     let mut last_error = ProxyError::NoServer;
     let (mut attempts, mut stale_left) = (0, MAX_STALE);
     while attempts < retries.tries {
         if attempts > 0 && started.elapsed() >= retries.timeout {
             break;
         }
-        let Some((index, slot)) = wait_for_server(upstream, client_ip, &excluded).await else {
+        let Some(slot) = wait_for_server(upstream, client_ip, &excluded).await else {
             break;
         };
+        let server = slot.server.clone();
         let outgoing = build(&head, body.take().unwrap_or_else(rbody::empty));
         let failed = match attempt_one(upstream, slot, outgoing, upload.as_deref()).await {
             Ok(sent) if replayable && !upgrading && is_small(&sent.response) => {
-                match buffered(upstream, index, sent).await {
+                match buffered(upstream, sent).await {
                     Ok(response) => return Ok(response),
                     Err(error) => Failed {
                         error,
@@ -86,7 +87,7 @@ async fn try_forward(
                     },
                 }
             }
-            Ok(sent) => return Ok(respond(upstream, index, sent, upgrading, out.upgrade)),
+            Ok(sent) => return Ok(respond(upstream, sent, upgrading, out.upgrade)),
             Err(failed) => failed,
         };
         if upload.as_ref().is_some_and(|w| w.too_large()) {
@@ -98,8 +99,8 @@ async fn try_forward(
             stale_left -= 1;
         } else {
             attempts += 1;
-            upstream.record(index, false);
-            excluded.push(index);
+            upstream.record(&server, false);
+            excluded.push(server);
         }
         last_error = failed.error;
         match failed.unsent {
@@ -116,8 +117,8 @@ async fn try_forward(
 async fn wait_for_server(
     upstream: &Arc<Upstream>,
     client: Option<std::net::IpAddr>,
-    excluded: &[usize],
-) -> Option<(usize, Slot)> {
+    excluded: &[Arc<ServerState>],
+) -> Option<Slot> {
     let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     loop {
         // Register interest before looking, so a change between the look and the wait is not missed.
@@ -311,11 +312,7 @@ fn is_small(response: &Response<Incoming>) -> bool {
         .is_some_and(|n| n <= BUFFERED)
 }
 
-async fn buffered(
-    upstream: &Upstream,
-    index: usize,
-    sent: Sent,
-) -> Result<Response<Body>, ProxyError> {
+async fn buffered(upstream: &Upstream, sent: Sent) -> Result<Response<Body>, ProxyError> {
     let Sent {
         response,
         sender,
@@ -335,7 +332,7 @@ async fn buffered(
         }
     };
     slot.server.pool.put(sender);
-    upstream.record(index, true);
+    slot.record(true);
     drop(slot);
     headers::strip_hop_by_hop(&mut parts.headers, false);
     Ok(Response::from_parts(parts, rbody::full(bytes)))
@@ -345,7 +342,6 @@ async fn buffered(
 /// `101 Switching Protocols`, a tunnel between the two upgraded connections.
 fn respond(
     upstream: &Arc<Upstream>,
-    index: usize,
     sent: Sent,
     upgrading: bool,
     client: Option<OnUpgrade>,
@@ -359,14 +355,14 @@ fn respond(
     headers::strip_hop_by_hop(response.headers_mut(), switching);
     if switching && let Some(client) = client {
         let server = hyper::upgrade::on(&mut response);
+        slot.record(true);
         tokio::spawn(tunnel(client, server, slot));
-        upstream.record(index, true);
         drop(sender);
         let (parts, _) = response.into_parts();
         return Response::from_parts(parts, rbody::empty());
     }
     let (parts, incoming) = response.into_parts();
-    let download = Download::new(incoming, sender, upstream.clone(), index, slot);
+    let download = Download::new(incoming, sender, upstream.conf.timeouts.read, slot);
     Response::from_parts(parts, Body::new(download))
 }
 

@@ -29,11 +29,12 @@ pub async fn run(upstream: WeakUpstream) {
         let Some(check) = up.conf.active.clone() else {
             return;
         };
-        let probes = up.servers.iter().map(|s| probe(s, &check));
+        let members = up.members();
+        let probes = members.iter().map(|m| probe(&m.state, &check));
         let results = futures_util::future::join_all(probes).await;
-        for (index, ok) in results.into_iter().enumerate() {
-            let change = up.servers[index].health().probe(&check.rules, ok);
-            up.announce(index, change, "health check");
+        for (member, ok) in members.iter().zip(results) {
+            let change = member.state.health().probe(&check.rules, ok);
+            up.announce(&member.state, change, "health check");
         }
     }
 }

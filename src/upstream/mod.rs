@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+
+use arc_swap::ArcSwap;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -35,7 +37,7 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    fn new(addr: ServerAddr) -> Self {
+    pub fn new(addr: ServerAddr) -> Self {
         ServerState {
             addr,
             pool: pool::Pool::default(),
@@ -61,6 +63,13 @@ pub struct Slot {
     upstream: Arc<Upstream>,
 }
 
+impl Slot {
+    /// Records the outcome of the request on this server, for passive health.
+    pub fn record(&self, ok: bool) {
+        self.upstream.record(&self.server, ok);
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         self.server.active.fetch_sub(1, Ordering::Relaxed);
@@ -69,43 +78,80 @@ impl Drop for Slot {
     }
 }
 
+/// A server as a member of an upstream: its share of the traffic, and its state.
+#[derive(Clone)]
+pub struct Member {
+    pub weight: f64,
+    pub max_connections: Option<u32>,
+    pub state: Arc<ServerState>,
+}
+
 pub struct Upstream {
-    /// `upstreams/NAME`'s name, or the URL of a `proxy` action.
+    /// `upstreams/NAME`'s name, the URL of a `proxy` action, or `applications/NAME`.
     pub name: String,
+    /// Balancing, health, timeouts, retries; `conf.servers` is what `members` started from.
     pub conf: UpstreamConf,
-    pub servers: Vec<Arc<ServerState>>,
+    /// The servers now: fixed by the configuration, or changed at run time for an application's instances.
+    members: ArcSwap<Vec<Member>>,
     balancer: Mutex<Balancer>,
     /// Signalled when a server may have become available.
     pub changed: Notify,
 }
 
 impl Upstream {
-    /// Whether server `i` can take a request now (ignoring which servers this request already tried).
-    fn can_take(&self, i: usize, now: Instant) -> bool {
-        let (state, conf) = (&self.servers[i], &self.conf.servers[i]);
-        conf.weight > 0.0
-            && conf.max_connections.is_none_or(|m| state.active() < m)
-            && state.health().is_available(now)
+    /// An upstream over `members`; active health checks start if the configuration asks for them.
+    pub fn new(name: &str, conf: UpstreamConf, members: Vec<Member>) -> Arc<Upstream> {
+        let upstream = Arc::new(Upstream {
+            name: name.to_owned(),
+            balancer: Mutex::new(Balancer::new(members.len())),
+            members: ArcSwap::from_pointee(members),
+            conf,
+            changed: Notify::new(),
+        });
+        if upstream.conf.active.is_some() {
+            tokio::spawn(check::run(Arc::downgrade(&upstream)));
+        }
+        upstream
+    }
+
+    pub fn members(&self) -> Arc<Vec<Member>> {
+        self.members.load_full()
+    }
+
+    /// Replaces the servers (an application's instances coming and going); waiting requests look again.
+    pub fn set_members(&self, members: Vec<Member>) {
+        self.members.store(Arc::new(members));
+        self.changed.notify_waiters();
+    }
+
+    /// Whether `m` can take a request now (ignoring which servers this request already tried).
+    fn can_take(m: &Member, now: Instant) -> bool {
+        m.weight > 0.0
+            && m.max_connections.is_none_or(|max| m.state.active() < max)
+            && m.state.health().is_available(now)
     }
 
     /// Whether any server can take a request now; changes nothing.
     pub fn any_available(&self) -> bool {
         let now = Instant::now();
-        (0..self.servers.len()).any(|i| self.can_take(i, now))
+        self.members.load().iter().any(|m| Self::can_take(m, now))
     }
 
     /// Takes a slot on the server the balancer picks among those available and not in `exclude`.
     pub fn pick(
         self: &Arc<Self>,
         client: Option<IpAddr>,
-        exclude: &[usize],
-    ) -> Option<(usize, Slot)> {
+        exclude: &[Arc<ServerState>],
+    ) -> Option<Slot> {
         let now = Instant::now();
-        let candidates: Vec<Candidate> = (0..self.servers.len())
-            .map(|i| Candidate {
-                weight: self.conf.servers[i].weight,
-                active: self.servers[i].active(),
-                available: !exclude.contains(&i) && self.can_take(i, now),
+        let members = self.members.load();
+        let candidates: Vec<Candidate> = members
+            .iter()
+            .map(|m| Candidate {
+                weight: m.weight,
+                active: m.state.active(),
+                available: !exclude.iter().any(|e| Arc::ptr_eq(e, &m.state))
+                    && Self::can_take(m, now),
             })
             .collect();
         let index = self
@@ -113,31 +159,28 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pick(self.conf.balance, &candidates, client)?;
-        let server = self.servers[index].clone();
+        let server = members[index].state.clone();
         server.active.fetch_add(1, Ordering::Relaxed);
         server.requests.fetch_add(1, Ordering::Relaxed);
-        Some((
-            index,
-            Slot {
-                server,
-                upstream: self.clone(),
-            },
-        ))
+        Some(Slot {
+            server,
+            upstream: self.clone(),
+        })
     }
 
     /// The earliest moment a server out on a passive time-out comes back, if any is out now.
     pub fn next_return(&self) -> Option<Instant> {
         let now = Instant::now();
-        self.servers
+        self.members
+            .load()
             .iter()
-            .filter_map(|s| s.health().out_until())
+            .filter_map(|m| m.state.health().out_until())
             .filter(|t| *t > now)
             .min()
     }
 
-    /// Records the outcome of a request on server `index` for passive health.
-    pub fn record(&self, index: usize, ok: bool) {
-        let server = &self.servers[index];
+    /// Records the outcome of a request on `server` for passive health.
+    pub fn record(&self, server: &ServerState, ok: bool) {
         let change = if ok {
             server.health().request_succeeded()
         } else {
@@ -146,11 +189,11 @@ impl Upstream {
                 .health()
                 .request_failed(&self.conf.passive, Instant::now())
         };
-        self.announce(index, change, "request");
+        self.announce(server, change, "request");
     }
 
-    fn announce(&self, index: usize, change: Change, by: &str) {
-        let addr = &self.servers[index].addr;
+    fn announce(&self, server: &ServerState, change: Change, by: &str) {
+        let addr = &server.addr;
         match change {
             Change::WentDown => {
                 tracing::warn!(upstream = %self.name, server = %addr, by, "server unavailable")
@@ -166,12 +209,13 @@ impl Upstream {
     pub fn status_json(&self) -> Value {
         let now = Instant::now();
         let servers: serde_json::Map<String, Value> = self
-            .servers
+            .members
+            .load()
             .iter()
-            .map(|s| {
-                let state = s.health().state_name(now);
+            .map(|m| {
+                let s = &m.state;
                 let entry = json!({
-                    "state": state,
+                    "state": s.health().state_name(now),
                     "active": s.active(),
                     "idle_connections": s.pool.idle_count(),
                     "requests": s.requests.load(Ordering::Relaxed),
@@ -225,26 +269,22 @@ fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf)
     if let Some(old) = old.filter(|o| o.conf == *conf) {
         return old.clone();
     }
-    let servers = conf
+    let previous = old.map(|o| o.members());
+    let members = conf
         .servers
         .iter()
-        .map(|s| {
-            old.and_then(|o| o.servers.iter().find(|st| st.addr == s.addr))
-                .cloned()
-                .unwrap_or_else(|| Arc::new(ServerState::new(s.addr.clone())))
+        .map(|s| Member {
+            weight: s.weight,
+            max_connections: s.max_connections,
+            state: previous
+                .iter()
+                .flat_map(|p| p.iter())
+                .find(|m| m.state.addr == s.addr)
+                .map(|m| m.state.clone())
+                .unwrap_or_else(|| Arc::new(ServerState::new(s.addr.clone()))),
         })
         .collect();
-    let upstream = Arc::new(Upstream {
-        name: name.to_owned(),
-        conf: conf.clone(),
-        servers,
-        balancer: Mutex::new(Balancer::new(conf.servers.len())),
-        changed: Notify::new(),
-    });
-    if conf.active.is_some() {
-        tokio::spawn(check::run(Arc::downgrade(&upstream)));
-    }
-    upstream
+    Upstream::new(name, conf.clone(), members)
 }
 
 mod check;
