@@ -19,5 +19,6 @@ pub mod server;
 pub mod share;
 pub mod snapshot;
 pub mod state;
+pub mod supervisor;
 pub mod upstream;
 pub mod vars;

@@ -3,7 +3,7 @@
 //! [`crate::compile`] builds a [`Snapshot`] from the user's document; the server publishes it atomically and
 //! every request loads it once and keeps it to the end, so a change never alters a request in flight.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +15,7 @@ use http::{HeaderName, StatusCode};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
 use crate::share::MimeTypes;
+use crate::supervisor::conf::AppConf;
 use crate::upstream::conf::UpstreamConf;
 use crate::vars::Template;
 
@@ -25,8 +26,8 @@ pub struct Snapshot {
     pub routes: HashMap<String, Arc<Route>>,
     pub settings: HttpSettings,
     pub access_log: Option<AccessLog>,
-    /// Names under `applications`: valid `pass` targets, served by the application supervisor.
-    pub applications: BTreeSet<String>,
+    /// `applications`, run by the supervisor.
+    pub applications: BTreeMap<String, AppConf>,
     pub upstreams: BTreeMap<String, UpstreamConf>,
     /// The targets of `proxy` actions, each a one-server upstream, by URL.
     pub proxies: BTreeMap<String, UpstreamConf>,

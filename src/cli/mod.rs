@@ -124,6 +124,12 @@ fn default_state_dir() -> PathBuf {
 }
 
 pub fn main() -> ExitCode {
+    // `rein __exec -- PROGRAM ARGS...`: the hidden exec shim between fork and an app process; kept out of clap
+    // so nothing is parsed or rewritten on the way (see supervisor::spawn::exec_shim).
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "__exec") {
+        return crate::supervisor::spawn::exec_shim(args.collect());
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(args),

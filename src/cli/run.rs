@@ -19,6 +19,7 @@ use crate::control::ControlListener;
 use crate::engine::{ChangeOptions, Engine};
 use crate::server::Server;
 use crate::state::StateDir;
+use crate::supervisor::Supervisor;
 
 pub fn run(args: RunArgs) -> ExitCode {
     if let Err(e) = init_logging(args.log.as_deref()) {
@@ -63,7 +64,13 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     let control = ControlListener::bind(&control_addr)
         .await
         .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
-    let engine = Engine::start(Server::new(), Some(state), doc)
+    let supervisor = Supervisor::new(&state_dir).map_err(|e| {
+        format!(
+            "cannot prepare the application directories in {}: {e}",
+            state_dir.display()
+        )
+    })?;
+    let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
         .await
         .map_err(|e| format!("cannot start with this configuration: {e}"))?;
     let engine = Arc::new(engine);
@@ -83,6 +90,11 @@ async fn serve(args: RunArgs) -> Result<(), String> {
         .await;
     if !drained {
         tracing::warn!("stop timeout reached with requests still in flight");
+    }
+    if let Some(supervisor) = engine.server().supervisor() {
+        supervisor
+            .shutdown(Duration::from_secs_f64(args.stop_timeout.max(0.0)))
+            .await;
     }
     stop.cancel();
     let _ = control_task.await;
@@ -136,7 +148,16 @@ async fn wait_for_stop(engine: &Engine, config: Option<&Path>) -> Result<(), Str
     }
 }
 
+/// SIGHUP: re-reads `--config` (if given), then reloads every application.
 async fn reload(engine: &Engine, config: Option<&Path>) {
+    reread(engine, config).await;
+    if let Some(supervisor) = engine.server().supervisor() {
+        tracing::info!("SIGHUP: rolling reload of every application");
+        supervisor.reload_all();
+    }
+}
+
+async fn reread(engine: &Engine, config: Option<&Path>) {
     let Some(path) = config else {
         tracing::info!("SIGHUP: no --config file to re-read");
         return;

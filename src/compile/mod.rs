@@ -10,13 +10,14 @@ mod settings;
 pub use routes::parse_pass;
 pub use settings::{DEFAULT_LOG_FORMAT, LogCondition};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use crate::config::walk::{known_keys, object, string};
+use crate::config::walk::{known_keys, object};
 use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::Snapshot;
+use crate::supervisor::conf::AppConf;
 use crate::upstream::conf::UpstreamConf;
 
 const SECTIONS: &[&str] = &[
@@ -34,11 +35,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
     let top = object(doc, &root)?;
     known_keys(top, SECTIONS, &root)?;
 
-    let applications = names(
-        top.get("applications"),
-        &root.key("applications"),
-        check_app,
-    )?;
+    let applications = applications(top.get("applications"), &root.key("applications"))?;
     let upstreams = upstreams(top.get("upstreams"), &root.key("upstreams"))?;
     let (routes, passes) = match top.get("routes") {
         Some(v) => routes::compile(v, &root.key("routes"))?,
@@ -57,9 +54,10 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         None => None,
     };
     let upstream_names = upstreams.keys().cloned().collect();
+    let app_names = applications.keys().cloned().collect();
     let targets = routes::Targets {
         routes: &routes,
-        applications: &applications,
+        applications: &app_names,
         upstreams: &upstream_names,
     };
     for (name, listener) in &listeners.by_name {
@@ -82,31 +80,23 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
     })
 }
 
-/// The member names of an `applications` or `upstreams` object, each checked by `check`.
-fn names(
+/// `applications`: each compiled by [`crate::supervisor::conf::compile`].
+fn applications(
     v: Option<&Value>,
     path: &JsonPath,
-    check: fn(&Value, &JsonPath) -> Result<(), ConfigError>,
-) -> Result<BTreeSet<String>, ConfigError> {
+) -> Result<BTreeMap<String, AppConf>, ConfigError> {
     let Some(v) = v else {
-        return Ok(BTreeSet::new());
+        return Ok(BTreeMap::new());
     };
-    let mut out = BTreeSet::new();
-    for (name, member) in object(v, path)? {
-        check(member, &path.key(name))?;
-        out.insert(name.clone());
-    }
-    Ok(out)
-}
-
-/// Applications are brought to life by the supervisor; until then rein checks their shape only.
-fn check_app(v: &Value, path: &JsonPath) -> Result<(), ConfigError> {
-    let app = object(v, path)?;
-    let kind = app
-        .get("type")
-        .ok_or_else(|| path.error("an application needs a \"type\""))?;
-    string(kind, &path.key("type"))?;
-    Ok(())
+    object(v, path)?
+        .iter()
+        .map(|(name, a)| {
+            Ok((
+                name.clone(),
+                crate::supervisor::conf::compile(a, &path.key(name))?,
+            ))
+        })
+        .collect()
 }
 
 /// `upstreams`: each compiled by [`crate::upstream::conf::compile`].

@@ -19,7 +19,7 @@ fn accepts_unit_shapes() {
             {"match": {"uri": "/api/*"}, "action": {"pass": "applications/app"}},
             {"action": {"share": "/www$uri", "fallback": {"return": 404}}}
         ]},
-        "applications": {"app": {"type": "external"}},
+        "applications": {"app": {"type": "external", "executable": "/bin/true"}},
         "upstreams": {"u": {"servers": {"127.0.0.1:9000": {"weight": 2}}}},
         "settings": {"http": {"idle_timeout": 5, "max_body_size": 1024, "static": {"mime_types": {"text/x": [".x"]}}}},
         "access_log": {"path": "/tmp/access.log", "format": "$remote_addr $status"}

@@ -23,6 +23,7 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
     };
     match (section.as_str(), req.method()) {
         ("config", _) => config(req, &rest, engine).await,
+        ("control", &Method::GET) => control(&rest, engine).await,
         ("status", &Method::GET) => status(&rest, engine).await,
         ("", &Method::GET) => {
             let (doc, etag) = engine.read(Value::clone).await;
@@ -96,6 +97,30 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
     }
 }
 
+/// Unit's `GET /control/applications/NAME/restart`: a rolling reload, answered when it is done.
+async fn control(rest: &str, engine: &Engine) -> Response<Body> {
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let ["applications", name, "restart"] = segs.as_slice() else {
+        return fail(StatusCode::NOT_FOUND, "Invalid path.", None);
+    };
+    let Some(supervisor) = engine.server().supervisor() else {
+        return fail(StatusCode::NOT_FOUND, "Value doesn't exist.", None);
+    };
+    match supervisor.restart(name).await {
+        None => fail(
+            StatusCode::NOT_FOUND,
+            &format!("Application \"{name}\" doesn't exist."),
+            None,
+        ),
+        Some(report) if report.ok => answer(StatusCode::OK, &json!({"success": "Ok"})),
+        Some(report) => fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Reload failed; the previous instances keep serving.",
+            report.reason,
+        ),
+    }
+}
+
 async fn read_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
     let bytes = match Limited::new(req.into_body(), MAX_DOCUMENT).collect().await {
         Ok(b) => b.to_bytes(),
@@ -136,7 +161,9 @@ async fn status_json(engine: &Engine) -> Value {
         .collect();
     doc["listeners"] = Value::Object(listeners);
     doc["upstreams"] = server.shared().current.load().upstreams.status_json();
-    doc["applications"] = json!({});
+    doc["applications"] = server
+        .supervisor()
+        .map_or_else(|| json!({}), |s| s.status_json());
     doc["config"] = json!({"generation": engine.generation().await});
     doc
 }

@@ -114,6 +114,8 @@ async fn try_forward(
 }
 
 /// A server to send to: one available now, or the first to become available within `queue_timeout`.
+/// Servers this request already failed on are not candidates: an application instance that just died may
+/// still be listed for a moment, and its replacement is worth the wait.
 async fn wait_for_server(
     upstream: &Arc<Upstream>,
     client: Option<std::net::IpAddr>,
@@ -127,10 +129,6 @@ async fn wait_for_server(
         changed.as_mut().enable();
         if let Some(found) = upstream.pick(client, excluded) {
             return Some(found);
-        }
-        if !excluded.is_empty() && upstream.any_available() {
-            // Every server not yet tried is out, but a tried one is back: no point waiting for the rest.
-            return None;
         }
         let wake = upstream
             .next_return()

@@ -64,7 +64,10 @@ impl<'a> Ctx<'a> {
                     Some(upstream) => Next::Respond(self.proxy(upstream).await),
                     None => Next::Respond(error(StatusCode::NOT_FOUND)),
                 },
-                PassTarget::Application(name) => Next::Respond(self.unavailable(name).await),
+                PassTarget::Application(name) => match self.published.upstreams.apps.get(name) {
+                    Some(app) => Next::Respond(self.proxy(app).await),
+                    None => Next::Respond(self.unavailable(name).await),
+                },
             };
             match next {
                 Next::Pass(t) => target = t,
@@ -222,7 +225,7 @@ impl<'a> Ctx<'a> {
         proxy::forward(upstream, out).await
     }
 
-    /// Destinations that later subsystems serve (applications).
+    /// An application this server does not run (no supervisor).
     async fn unavailable(&mut self, name: &str) -> Response<Body> {
         let _ = self.drain().await;
         tracing::warn!(

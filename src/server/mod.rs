@@ -51,6 +51,8 @@ struct Running {
 
 pub struct Server {
     shared: Arc<Shared>,
+    /// Runs `applications`; without one (tests of the data plane alone) they answer 502.
+    supervisor: Option<crate::supervisor::Supervisor>,
     listeners: Mutex<BTreeMap<ListenAddr, Running>>,
     conns: TaskTracker,
 }
@@ -71,7 +73,20 @@ impl Server {
             }),
             listeners: Mutex::new(BTreeMap::new()),
             conns: TaskTracker::new(),
+            supervisor: None,
         }
+    }
+
+    /// A server that also runs applications.
+    pub fn with_supervisor(supervisor: crate::supervisor::Supervisor) -> Self {
+        Server {
+            supervisor: Some(supervisor),
+            ..Server::new()
+        }
+    }
+
+    pub fn supervisor(&self) -> Option<&crate::supervisor::Supervisor> {
+        self.supervisor.as_ref()
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -81,6 +96,9 @@ impl Server {
     /// Makes `snapshot` live; on error nothing has changed.
     pub async fn apply(&self, snapshot: Snapshot) -> Result<(), ConfigError> {
         let mut running = self.listeners.lock().await;
+        if let Some(supervisor) = &self.supervisor {
+            supervisor.validate(&snapshot.applications)?;
+        }
         let access_log = self.open_access_log(&snapshot)?;
         let mut fresh = Vec::new();
         for (addr, l) in &snapshot.listeners {
@@ -101,11 +119,14 @@ impl Server {
             .filter(|a| !snapshot.listeners.contains_key(*a))
             .cloned()
             .collect();
-        let upstreams = Upstreams::build(
+        let mut upstreams = Upstreams::build(
             &self.shared.current.load().upstreams,
             &snapshot.upstreams,
             &snapshot.proxies,
         );
+        if let Some(supervisor) = &self.supervisor {
+            upstreams.apps = supervisor.apply(&snapshot.applications);
+        }
         self.shared.current.store(Arc::new(Published {
             snapshot,
             access_log,

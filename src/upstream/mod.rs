@@ -55,6 +55,10 @@ impl ServerState {
     pub fn active(&self) -> u32 {
         self.active.load(Ordering::Relaxed)
     }
+
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
 }
 
 /// A slot taken on a server for one request: counted as active until dropped.
@@ -129,12 +133,6 @@ impl Upstream {
         m.weight > 0.0
             && m.max_connections.is_none_or(|max| m.state.active() < max)
             && m.state.health().is_available(now)
-    }
-
-    /// Whether any server can take a request now; changes nothing.
-    pub fn any_available(&self) -> bool {
-        let now = Instant::now();
-        self.members.load().iter().any(|m| Self::can_take(m, now))
     }
 
     /// Takes a slot on the server the balancer picks among those available and not in `exclude`.
@@ -233,6 +231,8 @@ impl Upstream {
 pub struct Upstreams {
     pub named: HashMap<String, Arc<Upstream>>,
     pub proxies: HashMap<String, Arc<Upstream>>,
+    /// Each application's ready instances, kept up to date by the supervisor.
+    pub apps: HashMap<String, Arc<Upstream>>,
 }
 
 impl Upstreams {
@@ -252,6 +252,7 @@ impl Upstreams {
         Upstreams {
             named: make(&previous.named, named),
             proxies: make(&previous.proxies, proxies),
+            apps: HashMap::new(),
         }
     }
 

@@ -4,6 +4,7 @@ mod harness;
 
 mod bench;
 mod control;
+mod exec_shim;
 mod http;
 mod lifecycle;
 mod proxy;

@@ -560,15 +560,16 @@ fn pass_to_applications_and_upstreams() {
             {"match": {"uri": "/dyn"}, "action": {"pass": "applications/$arg_name"}}
         ]),
         json!({
-            "applications": {"app": {"type": "external", "executable": "/bin/true"}},
+            // An app that exits at once never becomes ready: requests wait `readiness.timeout`, then 503.
+            "applications": {"app": {"type": "external", "executable": "/bin/true", "readiness": {"timeout": 0.3}}},
             "upstreams": {"up": {"servers": {"127.0.0.1:9": {}}, "queue_timeout": 0}}
         }),
     );
     let mut c = Conn::open(addr);
-    for path in ["/app", "/app-target", "/up", "/dyn?name=app"] {
+    for (path, status) in [("/app", 503), ("/app-target", 503), ("/up", 502), ("/dyn?name=app", 503)] {
         let r = c.get(path, &[]);
-        assert_eq!(r.status, 502, "{path}: {r:?}");
-        assert!(r.text().contains("Error 502"), "{path}");
+        assert_eq!(r.status, status, "{path}: {r:?}");
+        assert!(r.text().contains(&format!("Error {status}")), "{path}");
     }
     // A fixed reference to an application or upstream that does not exist is refused.
     for (routes, extra) in [

@@ -1,0 +1,259 @@
+//! `applications` compiled: Unit's `"type": "external"` schema, plus rein's readiness, stop, restart and socket
+//! options in the same object.
+//!
+//! ```json
+//! {"type": "external", "executable": "/usr/bin/node", "arguments": ["server.js"],
+//!  "working_directory": "/srv/app", "environment": {"NODE_ENV": "production"},
+//!  "user": "www-data", "group": "www-data", "processes": 2, "limits": {"timeout": 30},
+//!  "readiness": {"http": "/health", "timeout": 10},
+//!  "stop": {"signal": "SIGTERM", "timeout": 10},
+//!  "restart": {"min_interval": 1, "backoff_max": 30, "max_failures": 5, "stable_after": 10},
+//!  "socket": "unix"}
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Map, Value};
+
+use super::spawn::SocketKind;
+use crate::config::walk::{integer, known_keys, object, seconds, string, strings};
+use crate::config::{ConfigError, JsonPath};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Readiness {
+    /// Ready when the instance accepts a connection on its socket.
+    Connect,
+    /// Ready when `GET path` answers with a status below 500.
+    Http(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppConf {
+    pub executable: PathBuf,
+    pub arguments: Vec<String>,
+    pub working_directory: Option<PathBuf>,
+    pub environment: Vec<(String, String)>,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    pub processes: usize,
+    /// Unit's `limits.timeout`: how long a request may take.
+    pub request_timeout: Option<Duration>,
+    pub readiness: Readiness,
+    pub ready_timeout: Duration,
+    pub stop_signal: Signal,
+    pub stop_timeout: Duration,
+    pub min_restart_interval: Duration,
+    pub backoff_max: Duration,
+    pub max_failures: u32,
+    pub stable_after: Duration,
+    pub socket: SocketKind,
+}
+
+const KEYS: &[&str] = &[
+    "type",
+    "executable",
+    "arguments",
+    "working_directory",
+    "environment",
+    "user",
+    "group",
+    "processes",
+    "limits",
+    "readiness",
+    "stop",
+    "restart",
+    "socket",
+];
+
+pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
+    let map = object(v, path)?;
+    let kind = map
+        .get("type")
+        .ok_or_else(|| path.error("an application needs a \"type\""))?;
+    match string(kind, &path.key("type"))? {
+        "external" => {}
+        other => {
+            return Err(path.key("type").error(format!(
+                "\"{other}\" applications are not supported yet; use \"external\" (any program that serves HTTP on the socket rein passes it)"
+            )));
+        }
+    }
+    known_keys(map, KEYS, path)?;
+    let executable = map
+        .get("executable")
+        .ok_or_else(|| path.error("an external application needs an \"executable\""))?;
+    let mut conf = AppConf {
+        executable: PathBuf::from(string(executable, &path.key("executable"))?),
+        arguments: Vec::new(),
+        working_directory: None,
+        environment: Vec::new(),
+        user: None,
+        group: None,
+        processes: 1,
+        request_timeout: None,
+        readiness: Readiness::Connect,
+        ready_timeout: Duration::from_secs(30),
+        stop_signal: Signal::SIGTERM,
+        stop_timeout: Duration::from_secs(10),
+        min_restart_interval: Duration::from_secs(1),
+        backoff_max: Duration::from_secs(30),
+        max_failures: 5,
+        stable_after: Duration::from_secs(10),
+        socket: SocketKind::Unix,
+    };
+    for (key, value) in map {
+        let p = path.key(key);
+        match key.as_str() {
+            "arguments" => conf.arguments = arguments(value, &p)?,
+            "working_directory" => conf.working_directory = Some(PathBuf::from(string(value, &p)?)),
+            "environment" => conf.environment = environment(value, &p)?,
+            "user" => conf.user = Some(string(value, &p)?.to_owned()),
+            "group" => conf.group = Some(string(value, &p)?.to_owned()),
+            "processes" => conf.processes = processes(value, &p)?,
+            "limits" => conf.request_timeout = limits(value, &p)?,
+            "readiness" => readiness(value, &p, &mut conf)?,
+            "stop" => stop(value, &p, &mut conf)?,
+            "restart" => restart(value, &p, &mut conf)?,
+            "socket" => {
+                conf.socket = match string(value, &p)? {
+                    "unix" => SocketKind::Unix,
+                    "tcp" => SocketKind::Tcp,
+                    _ => return Err(p.error("must be \"unix\" or \"tcp\"")),
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(conf)
+}
+
+fn arguments(v: &Value, path: &JsonPath) -> Result<Vec<String>, ConfigError> {
+    match v {
+        Value::Array(items) if items.is_empty() => Ok(Vec::new()),
+        _ => Ok(strings(v, path)?.into_iter().map(str::to_owned).collect()),
+    }
+}
+
+fn environment(v: &Value, path: &JsonPath) -> Result<Vec<(String, String)>, ConfigError> {
+    object(v, path)?
+        .iter()
+        .map(|(k, val)| {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(path
+                    .key(k)
+                    .error("is not a valid environment variable name"));
+            }
+            Ok((k.clone(), string(val, &path.key(k))?.to_owned()))
+        })
+        .collect()
+}
+
+/// A number, or Unit's `{"max", "spare", "idle_timeout"}`: rein starts `max(spare, 1)` instances of that form
+/// (dynamic scaling between `spare` and `max` is not implemented yet).
+fn processes(v: &Value, path: &JsonPath) -> Result<usize, ConfigError> {
+    let n = match v {
+        Value::Object(map) => {
+            known_keys(map, &["max", "spare", "idle_timeout"], path)?;
+            let spare = map
+                .get("spare")
+                .map_or(Ok(1), |s| integer(s, &path.key("spare"), 256))?;
+            if let Some(max) = map.get("max") {
+                let max = integer(max, &path.key("max"), 256)?;
+                if max < spare {
+                    return Err(path.key("max").error("must not be less than \"spare\""));
+                }
+            }
+            if let Some(t) = map.get("idle_timeout") {
+                seconds(t, &path.key("idle_timeout"))?;
+            }
+            spare.max(1)
+        }
+        _ => integer(v, path, 256)?,
+    };
+    if n == 0 {
+        return Err(path.error("must be at least 1"));
+    }
+    Ok(n as usize)
+}
+
+fn limits(v: &Value, path: &JsonPath) -> Result<Option<Duration>, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["timeout", "requests"], path)?;
+    if map.contains_key("requests") {
+        return Err(path
+            .key("requests")
+            .error("is not supported yet (restarting an instance after N requests)"));
+    }
+    map.get("timeout")
+        .map(|t| seconds(t, &path.key("timeout")))
+        .transpose()
+}
+
+fn readiness(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigError> {
+    let map: &Map<String, Value> = object(v, path)?;
+    known_keys(map, &["http", "connect", "timeout"], path)?;
+    match (map.get("http"), map.get("connect")) {
+        (Some(_), Some(_)) => return Err(path.error("has both \"http\" and \"connect\"")),
+        (Some(h), None) => {
+            let p = string(h, &path.key("http"))?;
+            if !p.starts_with('/') {
+                return Err(path.key("http").error("must be a path starting with \"/\""));
+            }
+            conf.readiness = Readiness::Http(p.to_owned());
+        }
+        _ => conf.readiness = Readiness::Connect,
+    }
+    if let Some(t) = map.get("timeout") {
+        conf.ready_timeout = seconds(t, &path.key("timeout"))?;
+    }
+    Ok(())
+}
+
+fn stop(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["signal", "timeout"], path)?;
+    if let Some(s) = map.get("signal") {
+        let p = path.key("signal");
+        let name = string(s, &p)?;
+        let full = if name.starts_with("SIG") {
+            name.to_owned()
+        } else {
+            format!("SIG{name}")
+        };
+        conf.stop_signal = full.parse::<Signal>().map_err(|_| {
+            p.error(format!(
+                "\"{name}\" is not a signal name (such as \"SIGTERM\" or \"SIGINT\")"
+            ))
+        })?;
+    }
+    if let Some(t) = map.get("timeout") {
+        conf.stop_timeout = seconds(t, &path.key("timeout"))?;
+    }
+    Ok(())
+}
+
+fn restart(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigError> {
+    let map = object(v, path)?;
+    known_keys(
+        map,
+        &[
+            "min_interval",
+            "backoff_max",
+            "max_failures",
+            "stable_after",
+        ],
+        path,
+    )?;
+    for (key, value) in map {
+        let p = path.key(key);
+        match key.as_str() {
+            "min_interval" => conf.min_restart_interval = seconds(value, &p)?,
+            "backoff_max" => conf.backoff_max = seconds(value, &p)?,
+            "stable_after" => conf.stable_after = seconds(value, &p)?,
+            _ => conf.max_failures = integer(value, &p, 1_000_000)?.max(1) as u32,
+        }
+    }
+    Ok(())
+}

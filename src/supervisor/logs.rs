@@ -1,0 +1,421 @@
+//! App logs: a child's stdout and stderr are pipes read by rein and written to size-rotated files.
+//!
+//! Piping through rein (rather than handing the child the file itself) makes rotation exact: rein is the only
+//! writer, so it renames `app.log` → `app.log.1` … at the moment the size limit is reached and the next byte
+//! goes to a fresh `app.log`. Memory stays bounded: each stream is read one chunk ([`CHUNK`] bytes) at a time
+//! and the next read waits until that chunk is on disk, so a slow disk blocks the child on its full pipe
+//! (backpressure) instead of buffering in rein. A write error (disk full) drops that chunk with one warning
+//! and keeps draining, so the app never hangs on a log.
+//!
+//! Every writer of one path in this process shares one [`LogFile`] (see [`shared`]): stdout and stderr may name
+//! the same file, and a replacement process may start writing while its predecessor's grandchildren still hold
+//! the old pipe open.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// The most bytes read from a pipe before they are written out.
+pub const CHUNK: usize = 64 * 1024;
+
+/// When to rotate an app log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// The size a log file never exceeds; 0 disables rotation.
+    pub max_bytes: u64,
+    /// Rotated files kept (`app.log.1` … `app.log.KEEP`); 0 truncates the file in place instead.
+    pub keep: u32,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            max_bytes: 10 * 1024 * 1024,
+            keep: 5,
+        }
+    }
+}
+
+/// An append-only log file that rotates itself by size.
+#[derive(Debug)]
+pub struct LogFile {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    rotation: Rotation,
+}
+
+impl LogFile {
+    /// Opens (creates, mode 0640) `path` for appending.
+    pub fn open(path: &Path, rotation: Rotation) -> io::Result<LogFile> {
+        let file = open_append(path)?;
+        let size = file.metadata()?.len();
+        Ok(LogFile {
+            path: path.to_owned(),
+            file,
+            size,
+            rotation,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `data`, rotating first whenever it would not fit. `data` is split at its last newline that
+    /// fits, so lines that arrive whole stay whole (unless one line alone is longer than `max_bytes`); a line
+    /// the pipe delivered in pieces may straddle two files.
+    pub fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+        let max = self.rotation.max_bytes;
+        while !data.is_empty() {
+            if max == 0 || self.size + data.len() as u64 <= max {
+                return self.append(data);
+            }
+            let room = max.saturating_sub(self.size) as usize;
+            let fits = data[..room.min(data.len())]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map(|i| i + 1);
+            let take = match fits {
+                Some(n) => n,
+                // Nothing whole fits: start a fresh file, unless this one is already empty (one huge line).
+                None if self.size > 0 => {
+                    self.rotate()?;
+                    continue;
+                }
+                None => room,
+            };
+            self.append(&data[..take])?;
+            data = &data[take..];
+            if !data.is_empty() {
+                self.rotate()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.file.write_all(data)?;
+        self.size += data.len() as u64;
+        Ok(())
+    }
+
+    /// `app.log.(keep-1)` → `app.log.keep` … `app.log` → `app.log.1`, then a new `app.log`.
+    pub fn rotate(&mut self) -> io::Result<()> {
+        let keep = self.rotation.keep;
+        if keep == 0 {
+            self.file.set_len(0)?;
+        } else {
+            ignore_missing(fs::remove_file(numbered(&self.path, keep)))?;
+            for i in (1..keep).rev() {
+                ignore_missing(fs::rename(
+                    numbered(&self.path, i),
+                    numbered(&self.path, i + 1),
+                ))?;
+            }
+            ignore_missing(fs::rename(&self.path, numbered(&self.path, 1)))?;
+            self.file = open_append(&self.path)?;
+        }
+        self.size = 0;
+        Ok(())
+    }
+}
+
+/// `app.log` + 3 → `app.log.3`.
+pub fn numbered(path: &Path, n: u32) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o640)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("log file {}: {e}", path.display())))
+}
+
+fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// The one [`LogFile`] of `path` in this process, opened on first use. The rotation of the first opener wins
+/// until every user has dropped it.
+pub fn shared(path: &Path, rotation: Rotation) -> io::Result<Arc<Mutex<LogFile>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Mutex<LogFile>>>>> = OnceLock::new();
+    let mut open = OPEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(log) = open.get(path).and_then(Weak::upgrade) {
+        return Ok(log);
+    }
+    open.retain(|_, log| log.strong_count() > 0);
+    let log = Arc::new(Mutex::new(LogFile::open(path, rotation)?));
+    open.insert(path.to_owned(), Arc::downgrade(&log));
+    Ok(log)
+}
+
+/// Copies `src` (a child's stdout or stderr pipe) into `log` until end of file, one [`CHUNK`] at a time.
+/// Returns the bytes read. Write errors are reported once (until a write succeeds again) and the data dropped.
+pub async fn pump<R: AsyncRead + Unpin>(
+    mut src: R,
+    log: Arc<Mutex<LogFile>>,
+    app: String,
+) -> io::Result<u64> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut total = 0u64;
+    let mut failing = false;
+    loop {
+        let n = src.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n as u64;
+        let log = log.clone();
+        let (back, result) = tokio::task::spawn_blocking(move || {
+            let result = log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write_all(&buf[..n]);
+            (buf, result)
+        })
+        .await
+        .map_err(io::Error::other)?;
+        buf = back;
+        match result {
+            Ok(()) => failing = false,
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(app = %app, "app log write failed, dropping output: {e}");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// `rein logs NAME [-f]`: prints `path` to standard output; with `follow`, keeps printing what is appended,
+/// across rotations (it finishes the rotated file, then opens the new one) and truncation.
+pub fn follow(path: &Path, follow: bool) -> io::Result<()> {
+    follow_into(path, follow, &mut io::stdout().lock(), &|| false)
+}
+
+/// [`follow`] into any writer; returns when `stop()` is true (checked between polls).
+pub fn follow_into(
+    path: &Path,
+    follow: bool,
+    out: &mut dyn Write,
+    stop: &dyn Fn() -> bool,
+) -> io::Result<()> {
+    const POLL: Duration = Duration::from_millis(200);
+    let context = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let mut file = loop {
+        match File::open(path) {
+            Ok(f) => break f,
+            Err(e) if follow && e.kind() == io::ErrorKind::NotFound && !stop() => {
+                std::thread::sleep(POLL)
+            }
+            Err(e) => return Err(context(e)),
+        }
+    };
+    loop {
+        copy_available(&mut file, out)?;
+        if !follow || stop() {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+        let Ok(now) = fs::metadata(path) else {
+            continue; // between rename and re-create
+        };
+        let ours = file.metadata()?;
+        if now.ino() != ours.ino() || now.dev() != ours.dev() {
+            copy_available(&mut file, out)?; // the rest of the rotated file
+            if let Ok(f) = File::open(path) {
+                file = f;
+            }
+        } else if now.len() < file.stream_position()? {
+            file.seek(SeekFrom::Start(0))?; // truncated in place
+        }
+    }
+}
+
+fn copy_available(file: &mut File, out: &mut dyn Write) -> io::Result<()> {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return out.flush();
+        }
+        out.write_all(&buf[..n])?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn sizes(path: &Path, keep: u32) -> Vec<Option<u64>> {
+        std::iter::once(path.to_owned())
+            .chain((1..=keep + 1).map(|i| numbered(path, i)))
+            .map(|p| fs::metadata(p).ok().map(|m| m.len()))
+            .collect()
+    }
+
+    #[test]
+    fn rotates_at_line_boundaries_and_keeps_n() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.log");
+        let mut log = LogFile::open(
+            &path,
+            Rotation {
+                max_bytes: 100,
+                keep: 2,
+            },
+        )
+        .unwrap();
+        for i in 0..40 {
+            log.write_all(format!("line {i:04}\n").as_bytes()).unwrap(); // 10 bytes each
+        }
+        let s = sizes(&path, 2);
+        assert_eq!(s[0], Some(100), "{s:?}");
+        assert_eq!(s[1], Some(100));
+        assert_eq!(s[2], Some(100));
+        assert_eq!(s[3], None, "only 2 rotated files kept");
+        let last = fs::read_to_string(&path).unwrap();
+        assert!(last.ends_with("line 0039\n") && last.starts_with("line 0030\n"));
+        // A line longer than the limit is split hard; nothing exceeds max_bytes.
+        log.write_all(&[b'x'; 250]).unwrap();
+        for size in sizes(&path, 2).into_iter().flatten() {
+            assert!(size <= 100);
+        }
+    }
+
+    #[test]
+    fn keep_zero_truncates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.log");
+        let rotation = Rotation {
+            max_bytes: 10,
+            keep: 0,
+        };
+        let mut log = LogFile::open(&path, rotation).unwrap();
+        log.write_all(b"12345\n12345\nabc\n").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "12345\nabc\n");
+        assert!(!numbered(&path, 1).exists());
+    }
+
+    #[tokio::test]
+    async fn pipe_pump_rotates_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.log");
+        let rotation = Rotation {
+            max_bytes: 4096,
+            keep: 3,
+        };
+        let log = shared(&path, rotation).unwrap();
+        let same = shared(&path, rotation).unwrap();
+        assert!(Arc::ptr_eq(&log, &same), "one writer per path");
+        let (mut tx, rx) = tokio::io::duplex(1024);
+        let pump = tokio::spawn(pump(rx, log, "t".into()));
+        let line = "0123456789012345678901234567890123456789012345678901234567890123\n"; // 65 bytes
+        for _ in 0..1000 {
+            tokio::io::AsyncWriteExt::write_all(&mut tx, line.as_bytes())
+                .await
+                .unwrap();
+        }
+        drop(tx);
+        assert_eq!(pump.await.unwrap().unwrap(), 65_000);
+        let s = sizes(&path, 3);
+        assert_eq!(s[4], None, "{s:?}");
+        // Nothing lost or reordered within what is kept: .3 .2 .1 current is a suffix of the stream, and
+        // every rotated file is full to within one line (lines can split only where the pipe split them).
+        let mut kept = String::new();
+        for p in [3, 2, 1].map(|i| numbered(&path, i)).iter().chain([&path]) {
+            let text = fs::read_to_string(p).unwrap();
+            assert!(text.len() <= 4096, "{s:?}");
+            kept.push_str(&text);
+        }
+        assert!(line.repeat(1000).ends_with(&kept));
+        for size in &s[1..4] {
+            assert!(size.unwrap() > 4096 - 65, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn follow_prints_and_tracks_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.log");
+        fs::write(&path, "first\n").unwrap();
+        let mut out = Vec::new();
+        follow_into(&path, false, &mut out, &|| false).unwrap();
+        assert_eq!(out, b"first\n");
+
+        // The follower stops once it has printed "third" (or at a deadline); no fixed sleeps.
+        #[derive(Clone, Default)]
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let seen = Shared::default();
+        let started = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (path, seen, started) = (path.clone(), seen.clone(), started.clone());
+            std::thread::spawn(move || {
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                let stop = || {
+                    started.store(true, Ordering::SeqCst);
+                    let text = seen.0.lock().unwrap();
+                    text.ends_with(b"third\n") || std::time::Instant::now() > deadline
+                };
+                follow_into(&path, true, &mut seen.clone(), &stop).unwrap();
+            })
+        };
+        while !started.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let rotation = Rotation {
+            max_bytes: 14,
+            keep: 1,
+        };
+        let mut log = LogFile::open(&path, rotation).unwrap();
+        log.write_all(b"second\n").unwrap(); // 13 bytes: fits
+        log.write_all(b"third\n").unwrap(); // rotates first
+        assert_eq!(
+            fs::read_to_string(numbered(&path, 1)).unwrap(),
+            "first\nsecond\n"
+        );
+        reader.join().unwrap();
+        let seen = String::from_utf8(seen.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(seen, "first\nsecond\nthird\n");
+    }
+
+    #[test]
+    fn follow_missing_file_names_path() {
+        let err = follow_into(
+            Path::new("/nonexistent/x.log"),
+            false,
+            &mut Vec::new(),
+            &|| false,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/x.log"));
+    }
+}

@@ -1,0 +1,769 @@
+//! Pure supervisor state machine for one application (sans-io, like s6 and
+//! Sozu's cores): `state × event → effects`. Nothing here does I/O, reads a
+//! clock, spawns or signals anything; time arrives as `Instant` arguments and
+//! every side effect leaves as an [`Effect`] for the async driver to carry out.
+//!
+//! # Model
+//! The app wants `policy.processes` instances. Each instance (one process) has
+//! its own small state: `Starting → Ready → Draining → Stopping → (removed)`,
+//! with `Starting → Stopping` for instances that never became ready.
+//!
+//! * An instance is *live* while Starting or Ready. The machine keeps
+//!   `live (minus the reload candidate) + scheduled respawns == processes`;
+//!   that count is what [`Event::Resize`] trims or fills.
+//! * Only Ready instances are in the load-balancer pool: `Admit` is emitted
+//!   exactly on `Starting → Ready`, `Withdraw` exactly when leaving Ready.
+//! * Retiring an instance (reload, resize down, shutdown) is graceful: a Ready
+//!   one is withdrawn and drained first (`Drained` or `DrainTimeout` → Stop),
+//!   a Starting one (serving nothing) is stopped at once. Stop arms
+//!   `StopTimeout`, which escalates to Kill once. A retiring instance's exit
+//!   is expected: no failure, no respawn.
+//! * Exited instances are removed from the table (memory stays bounded), so
+//!   `InstanceState::Stopped` is never reported; `is_idle` tells the driver a
+//!   shutdown is complete.
+//!
+//! # Failures and respawn
+//! A crash before `stable_after`, a spawn failure or a ready timeout is a
+//! failure of the app (one consecutive counter for the whole app, reset by a
+//! crash after a stable run). The replacement is scheduled after
+//! `max(min_restart_interval − time since the crashed instance's spawn,
+//! backoff)`, backoff being 0 after a stable run, then 1 s, 2 s, 4 s, … capped
+//! at `backoff_max`. After `max_failures` consecutive failures the app is
+//! Errored: pending respawns are dropped and no more are made (instances still
+//! up keep serving). Reload or Resize clears it.
+//!
+//! `ArmRespawn` means "(re)arm THE respawn timer": a later one replaces an
+//! earlier one. The machine always re-arms for its earliest pending respawn,
+//! so a driver that instead keeps every timer also works (extras are no-ops).
+//!
+//! # Rolling reload (documented choices)
+//! * **One at a time.** Generation g+1 replaces g by spawning one *candidate*
+//!   beside the old instances; when it is Ready it is Admitted, then one old
+//!   instance is retired, then the next candidate is spawned. Gentler than
+//!   all-at-once: at most one extra process (plus those draining), a broken
+//!   build is caught on its first instance, and admitted capacity never drops
+//!   below its level before the reload (Admit is emitted before Withdraw).
+//! * **Which old one goes:** a cancelled pending respawn first (it serves
+//!   nothing), then an old Starting one, then the newest old Ready one.
+//! * **Done** when every counted instance is Ready and of the new generation:
+//!   `ReloadDone{ok: true}` is emitted then, while the last old ones may still
+//!   be draining. It also clears Errored and the failure count.
+//! * **Abandon:** if the candidate fails (exits before Ready, SpawnFailed,
+//!   ReadyTimeout) the reload is abandoned: the candidate is stopped, the old
+//!   generation keeps serving, `ReloadDone{ok: false}` is emitted, and this
+//!   is not an app failure (no back-off, no respawn of the candidate).
+//!   Candidates admitted earlier *stay in service* (they passed readiness, and
+//!   withdrawing them would drop capacity); the app runs mixed generations
+//!   until the next reload, status shows each instance's generation.
+//! * **Reload during a reload is queued** (coalesced to one more run after the
+//!   current one ends, ok or not), so the newest request always ends up
+//!   applied and every run emits exactly one `ReloadDone`.
+//! * Instances that crash *during* a reload are respawned with the serving
+//!   (old) generation; the reload replaces them like any old one.
+//! * Generations are never reused: an abandoned g+1 makes the next try g+2.
+//!
+//! # Resize
+//! Growing spawns at once (not a failure, no back-off) — during a reload the
+//! reload itself fills the gap with new-generation instances. Shrinking
+//! cancels pending respawns first, then retires Starting instances, then the
+//! *newest* Ready ones (the oldest have proven themselves stable).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// First back-off step; doubles per consecutive failure up to `backoff_max`.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+
+/// Upper bound for any respawn delay, so absurd policies cannot overflow
+/// `Instant` arithmetic (the machine must never panic).
+const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+pub type InstanceId = u64;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub processes: usize,
+    pub ready_timeout: Duration,
+    pub stop_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub min_restart_interval: Duration,
+    pub backoff_max: Duration,
+    pub max_failures: u32,
+    pub stable_after: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceState {
+    Starting,
+    Ready,
+    Draining,
+    Stopping,
+    #[allow(dead_code)] // exited instances leave the table instead of being reported as stopped
+    Stopped,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Spawned {
+        id: InstanceId,
+        pid: u32,
+    },
+    SpawnFailed {
+        id: InstanceId,
+        error: String,
+    },
+    Ready {
+        id: InstanceId,
+    },
+    Exited {
+        id: InstanceId,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    Drained {
+        id: InstanceId,
+    },
+    Timer {
+        id: InstanceId,
+        kind: TimerKind,
+    },
+    RespawnDue,
+    Reload,
+    #[cfg_attr(not(test), allow(dead_code))] // the runner resizes through `set_policy`
+    Resize {
+        processes: usize,
+    },
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // each is a timeout of a different phase
+pub enum TimerKind {
+    ReadyTimeout,
+    DrainTimeout,
+    StopTimeout,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Spawn {
+        id: InstanceId,
+        generation: u64,
+    },
+    Admit {
+        id: InstanceId,
+    },
+    Withdraw {
+        id: InstanceId,
+    },
+    /// Only emitted once the instance has a pid (deferred until `Spawned`).
+    Stop {
+        id: InstanceId,
+    },
+    Kill {
+        id: InstanceId,
+    },
+    ArmTimer {
+        id: InstanceId,
+        kind: TimerKind,
+        after: Duration,
+    },
+    /// (Re)arm the single respawn timer; replaces any earlier one.
+    ArmRespawn {
+        after: Duration,
+    },
+    ReloadDone(ReloadReport),
+    Errored {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReloadReport {
+    pub ok: bool,
+    pub generation: u64,
+    pub took: Duration,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppStatus {
+    /// The serving generation (the one respawns use); a reload's target
+    /// becomes serving only when it completes.
+    pub generation: u64,
+    pub errored: Option<String>,
+    pub instances: Vec<InstanceStatus>,
+    pub last_reload: Option<ReloadReport>,
+    pub reloading: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceStatus {
+    pub id: InstanceId,
+    pub pid: Option<u32>,
+    pub state: InstanceState,
+    pub generation: u64,
+    pub started: Option<Instant>,
+    /// Respawns after failure in this slot's lineage.
+    pub restarts: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Instance {
+    generation: u64,
+    state: InstanceState,
+    pid: Option<u32>,
+    /// When Spawn was issued: the slot's "last start" for min_restart_interval.
+    spawned_at: Instant,
+    /// When the process was reported running: uptime for `stable_after`.
+    started: Option<Instant>,
+    restarts: u32,
+    killed: bool,
+}
+
+impl Instance {
+    fn live(&self) -> bool {
+        matches!(self.state, InstanceState::Starting | InstanceState::Ready)
+    }
+}
+
+/// A slot waiting for its back-off to elapse.
+#[derive(Debug, Clone, Copy)]
+struct Respawn {
+    due: Instant,
+    restarts: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Reload {
+    generation: u64,
+    started: Instant,
+    /// The new instance currently starting beside the old ones.
+    candidate: Option<InstanceId>,
+}
+
+pub struct Machine {
+    policy: Policy,
+    /// Serving generation: used for respawns and resizes.
+    generation: u64,
+    /// Highest generation ever issued, so reload targets are never reused.
+    last_generation: u64,
+    next_id: InstanceId,
+    instances: BTreeMap<InstanceId, Instance>,
+    respawns: Vec<Respawn>,
+    failures: u32,
+    errored: Option<String>,
+    reload: Option<Reload>,
+    reload_queued: bool,
+    last_reload: Option<ReloadReport>,
+    shut_down: bool,
+    /// Effects of the event being handled; drained by `take`.
+    out: Vec<Effect>,
+}
+
+impl Machine {
+    /// Creates the machine and spawns `policy.processes` instances of generation 1.
+    pub fn new(policy: Policy, now: Instant) -> (Machine, Vec<Effect>) {
+        let mut m = Machine {
+            policy,
+            generation: 1,
+            last_generation: 1,
+            next_id: 1,
+            instances: BTreeMap::new(),
+            respawns: Vec::new(),
+            failures: 0,
+            errored: None,
+            reload: None,
+            reload_queued: false,
+            last_reload: None,
+            shut_down: false,
+            out: Vec::new(),
+        };
+        m.fill(now);
+        let fx = m.take();
+        (m, fx)
+    }
+
+    pub fn handle(&mut self, event: Event, now: Instant) -> Vec<Effect> {
+        match event {
+            Event::Spawned { id, pid } => self.on_spawned(id, pid, now),
+            Event::SpawnFailed { id, error } => {
+                // A process that is running cannot fail to spawn: stale.
+                if self.instances.get(&id).is_some_and(|i| i.pid.is_none()) {
+                    self.on_gone(id, format!("spawn failed: {error}"), now);
+                }
+            }
+            Event::Ready { id } => self.on_ready(id, now),
+            Event::Exited { id, code, signal } => {
+                let why = match (code, signal) {
+                    (_, Some(s)) => format!("killed by signal {s}"),
+                    (Some(c), None) => format!("exited with code {c}"),
+                    (None, None) => "exited".to_string(),
+                };
+                self.on_gone(id, why, now);
+            }
+            Event::Drained { id } => {
+                if self.state_of(id) == Some(InstanceState::Draining) {
+                    self.stop(id);
+                }
+            }
+            Event::Timer { id, kind } => self.on_timer(id, kind, now),
+            Event::RespawnDue => self.on_respawn_due(now),
+            Event::Reload => self.begin_reload(now),
+            Event::Resize { processes } => self.resize(processes, now),
+            Event::Shutdown => self.shutdown(now),
+        }
+        self.take()
+    }
+
+    /// Replaces the policy. Deviation from the brief: takes `now` and returns
+    /// effects, because a changed `processes` is a Resize and must be able to
+    /// spawn or retire instances right away.
+    pub fn set_policy(&mut self, policy: Policy, now: Instant) -> Vec<Effect> {
+        let processes = policy.processes;
+        let changed = processes != self.policy.processes;
+        self.policy = policy;
+        if changed {
+            self.resize(processes, now);
+        }
+        self.take()
+    }
+
+    /// `_now` is unused today (status holds instants, not durations) but kept
+    /// so the driver's call sites need not change if uptimes are added.
+    pub fn status(&self, _now: Instant) -> AppStatus {
+        AppStatus {
+            generation: self.generation,
+            errored: self.errored.clone(),
+            instances: self
+                .instances
+                .iter()
+                .map(|(&id, i)| InstanceStatus {
+                    id,
+                    pid: i.pid,
+                    state: i.state,
+                    generation: i.generation,
+                    started: i.started,
+                    restarts: i.restarts,
+                })
+                .collect(),
+            last_reload: self.last_reload.clone(),
+            reloading: self.reload.is_some(),
+        }
+    }
+
+    /// True once shut down and every process has exited.
+    pub fn is_idle(&self) -> bool {
+        self.shut_down && self.instances.is_empty()
+    }
+
+    // ----- event handlers -------------------------------------------------
+
+    fn on_spawned(&mut self, id: InstanceId, pid: u32, now: Instant) {
+        let Some(inst) = self.instances.get_mut(&id) else {
+            return;
+        };
+        if inst.pid.is_some() {
+            return;
+        }
+        inst.pid = Some(pid);
+        inst.started = Some(now);
+        // It was retired before it had a pid: deliver the deferred Stop now.
+        if inst.state == InstanceState::Stopping {
+            self.signal_stop(id);
+        }
+    }
+
+    fn on_ready(&mut self, id: InstanceId, now: Instant) {
+        let Some(inst) = self.instances.get_mut(&id) else {
+            return;
+        };
+        if inst.state != InstanceState::Starting {
+            return;
+        }
+        inst.state = InstanceState::Ready;
+        self.out.push(Effect::Admit { id });
+        if self.is_candidate(id) {
+            // Admitted first, then one old instance retired: capacity never dips.
+            self.reload
+                .as_mut()
+                .expect("candidate implies reload")
+                .candidate = None;
+            self.trim();
+            self.advance_reload(now);
+        }
+    }
+
+    /// The process is gone (exited or never started).
+    fn on_gone(&mut self, id: InstanceId, why: String, now: Instant) {
+        let Some(inst) = self.instances.remove(&id) else {
+            return;
+        };
+        match inst.state {
+            InstanceState::Starting if self.is_candidate(id) => {
+                self.abandon_reload(format!("new instance {id} {why} before ready"), now);
+            }
+            InstanceState::Starting => self.on_failure(&inst, format!("{why} before ready"), now),
+            InstanceState::Ready => {
+                self.out.push(Effect::Withdraw { id });
+                self.on_failure(&inst, why, now);
+            }
+            // Being retired: the exit is what we asked for.
+            InstanceState::Draining | InstanceState::Stopping | InstanceState::Stopped => {}
+        }
+    }
+
+    fn on_timer(&mut self, id: InstanceId, kind: TimerKind, now: Instant) {
+        let Some(inst) = self.instances.get(&id) else {
+            return;
+        };
+        match (kind, inst.state) {
+            (TimerKind::ReadyTimeout, InstanceState::Starting) => {
+                let inst = inst.clone();
+                if self.is_candidate(id) {
+                    self.abandon_reload(format!("new instance {id} not ready in time"), now);
+                } else {
+                    self.stop(id);
+                    self.on_failure(&inst, "not ready in time".to_string(), now);
+                }
+            }
+            (TimerKind::DrainTimeout, InstanceState::Draining) => self.stop(id),
+            // Armed only once Stop was signalled, i.e. once the pid is known.
+            (TimerKind::StopTimeout, InstanceState::Stopping)
+                if inst.pid.is_some() && !inst.killed =>
+            {
+                self.instances.get_mut(&id).expect("checked").killed = true;
+                self.out.push(Effect::Kill { id });
+            }
+            _ => {} // stale: the instance has moved on
+        }
+    }
+
+    fn on_respawn_due(&mut self, now: Instant) {
+        let (due, later): (Vec<Respawn>, Vec<Respawn>) =
+            self.respawns.iter().partition(|r| r.due <= now);
+        self.respawns = later;
+        for r in due {
+            self.spawn(self.generation, r.restarts, now);
+        }
+        if let Some(next) = self.respawns.iter().map(|r| r.due).min() {
+            self.out.push(Effect::ArmRespawn { after: next - now });
+        }
+    }
+
+    fn resize(&mut self, processes: usize, now: Instant) {
+        self.policy.processes = processes;
+        if self.shut_down {
+            return;
+        }
+        self.clear_errored();
+        self.trim();
+        self.fill(now);
+        self.advance_reload(now);
+    }
+
+    fn shutdown(&mut self, now: Instant) {
+        if self.shut_down {
+            return;
+        }
+        self.shut_down = true;
+        self.reload_queued = false;
+        self.respawns.clear();
+        if let Some(r) = self.reload.take() {
+            self.report_reload(r, false, Some("shutdown".to_string()), now);
+        }
+        let ids: Vec<InstanceId> = self.instances.keys().copied().collect();
+        for id in ids {
+            self.retire(id);
+        }
+    }
+
+    // ----- failures and respawn -------------------------------------------
+
+    fn on_failure(&mut self, inst: &Instance, why: String, now: Instant) {
+        if self.shut_down {
+            return;
+        }
+        let up = inst.started.map(|s| now.saturating_duration_since(s));
+        if up.is_some_and(|up| up >= self.policy.stable_after) {
+            self.failures = 0; // a stable run: this crash starts a fresh count
+        } else {
+            self.failures = self.failures.saturating_add(1);
+        }
+        if self.errored.is_some() {
+            return;
+        }
+        if self.failures >= self.policy.max_failures {
+            let reason = format!("{} consecutive failures, last: {why}", self.failures);
+            self.errored = Some(reason.clone());
+            self.respawns.clear();
+            self.out.push(Effect::Errored { reason });
+            return;
+        }
+        let since_start = now.saturating_duration_since(inst.spawned_at);
+        let min_gap = self.policy.min_restart_interval.saturating_sub(since_start);
+        let delay = min_gap.max(self.backoff());
+        self.schedule_respawn(delay, inst.restarts.saturating_add(1), now);
+    }
+
+    /// 0 after a stable run, then 1 s, 2 s, 4 s, … capped at `backoff_max`.
+    fn backoff(&self) -> Duration {
+        if self.failures == 0 {
+            return Duration::ZERO;
+        }
+        let factor = 1u32.checked_shl(self.failures - 1).unwrap_or(u32::MAX);
+        BACKOFF_BASE
+            .saturating_mul(factor)
+            .min(self.policy.backoff_max)
+    }
+
+    fn schedule_respawn(&mut self, delay: Duration, restarts: u32, now: Instant) {
+        if delay.is_zero() {
+            self.spawn(self.generation, restarts, now);
+            return;
+        }
+        let delay = delay.min(MAX_DELAY);
+        let due = now + delay;
+        let earliest = self.respawns.iter().map(|r| r.due).min();
+        self.respawns.push(Respawn { due, restarts });
+        if earliest.is_none_or(|e| due < e) {
+            self.out.push(Effect::ArmRespawn { after: delay });
+        }
+    }
+
+    fn clear_errored(&mut self) {
+        if self.errored.take().is_some() {
+            self.failures = 0;
+        }
+    }
+
+    // ----- rolling reload -------------------------------------------------
+
+    fn begin_reload(&mut self, now: Instant) {
+        if self.shut_down {
+            return;
+        }
+        if self.reload.is_some() {
+            self.reload_queued = true;
+            return;
+        }
+        self.clear_errored();
+        self.last_generation += 1;
+        self.reload = Some(Reload {
+            generation: self.last_generation,
+            started: now,
+            candidate: None,
+        });
+        self.advance_reload(now);
+    }
+
+    /// Finishes the reload if the new generation is fully serving, otherwise
+    /// starts the next candidate (one at a time).
+    fn advance_reload(&mut self, now: Instant) {
+        let Some(r) = &self.reload else { return };
+        if r.candidate.is_some() {
+            return;
+        }
+        let target = r.generation;
+        let old_left = self
+            .instances
+            .values()
+            .any(|i| i.live() && i.generation != target);
+        let new_ready = self
+            .instances
+            .values()
+            .filter(|i| i.state == InstanceState::Ready && i.generation == target)
+            .count();
+        if self.respawns.is_empty() && !old_left && new_ready >= self.policy.processes {
+            let r = self.reload.take().expect("checked");
+            self.generation = r.generation;
+            self.errored = None;
+            self.failures = 0;
+            self.report_reload(r, true, None, now);
+            self.after_reload(now);
+        } else {
+            let id = self.spawn(target, 0, now);
+            self.reload.as_mut().expect("checked").candidate = Some(id);
+        }
+    }
+
+    fn abandon_reload(&mut self, reason: String, now: Instant) {
+        let Some(r) = self.reload.take() else { return };
+        if let Some(c) = r.candidate
+            && self.state_of(c) == Some(InstanceState::Starting)
+        {
+            self.stop(c);
+        }
+        self.report_reload(r, false, Some(reason), now);
+        self.after_reload(now);
+    }
+
+    fn report_reload(&mut self, r: Reload, ok: bool, reason: Option<String>, now: Instant) {
+        let report = ReloadReport {
+            ok,
+            generation: r.generation,
+            took: now.saturating_duration_since(r.started),
+            reason,
+        };
+        self.last_reload = Some(report.clone());
+        self.out.push(Effect::ReloadDone(report));
+    }
+
+    fn after_reload(&mut self, now: Instant) {
+        self.fill(now);
+        if std::mem::take(&mut self.reload_queued) {
+            self.begin_reload(now);
+        }
+    }
+
+    fn is_candidate(&self, id: InstanceId) -> bool {
+        self.reload
+            .as_ref()
+            .is_some_and(|r| r.candidate == Some(id))
+    }
+
+    // ----- capacity -------------------------------------------------------
+
+    /// Slots the app currently accounts for: live instances (the reload
+    /// candidate is extra, beside them) plus respawns waiting on back-off.
+    fn counted(&self) -> usize {
+        let live = self
+            .instances
+            .iter()
+            .filter(|(id, i)| i.live() && !self.is_candidate(**id))
+            .count();
+        live + self.respawns.len()
+    }
+
+    /// Spawns up to `processes` at once (start-up, resize, recovery). During
+    /// a reload the reload fills gaps with new-generation instances instead.
+    fn fill(&mut self, now: Instant) {
+        if self.shut_down || self.errored.is_some() || self.reload.is_some() {
+            return;
+        }
+        while self.counted() < self.policy.processes {
+            self.spawn(self.generation, 0, now);
+        }
+    }
+
+    /// Retires the surplus above `processes`, cheapest capacity first.
+    fn trim(&mut self) {
+        while self.counted() > self.policy.processes {
+            if let Some(last) = (0..self.respawns.len()).max_by_key(|&k| self.respawns[k].due) {
+                self.respawns.swap_remove(last);
+                continue;
+            }
+            let target = self.reload.as_ref().map(|r| r.generation);
+            let victim = self
+                .instances
+                .iter()
+                .filter(|(id, i)| i.live() && !self.is_candidate(**id))
+                // Old generation first, then not-yet-serving, then newest.
+                .min_by_key(|(id, i)| {
+                    let new = Some(i.generation) == target;
+                    let ready = i.state == InstanceState::Ready;
+                    (new, ready, std::cmp::Reverse(**id))
+                })
+                .map(|(id, _)| *id);
+            match victim {
+                Some(id) => self.retire(id),
+                None => break,
+            }
+        }
+    }
+
+    // ----- per-instance transitions ---------------------------------------
+
+    fn spawn(&mut self, generation: u64, restarts: u32, now: Instant) -> InstanceId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.instances.insert(
+            id,
+            Instance {
+                generation,
+                state: InstanceState::Starting,
+                pid: None,
+                spawned_at: now,
+                started: None,
+                restarts,
+                killed: false,
+            },
+        );
+        self.out.push(Effect::Spawn { id, generation });
+        // Armed at spawn, not at Spawned: a hung exec is caught too.
+        self.arm(id, TimerKind::ReadyTimeout, self.policy.ready_timeout);
+        id
+    }
+
+    /// Graceful exit: drain a serving instance, stop one that serves nothing.
+    fn retire(&mut self, id: InstanceId) {
+        match self.state_of(id) {
+            Some(InstanceState::Ready) => {
+                self.set_state(id, InstanceState::Draining);
+                self.out.push(Effect::Withdraw { id });
+                self.arm(id, TimerKind::DrainTimeout, self.policy.drain_timeout);
+            }
+            Some(InstanceState::Starting) => self.stop(id),
+            _ => {}
+        }
+    }
+
+    fn stop(&mut self, id: InstanceId) {
+        self.set_state(id, InstanceState::Stopping);
+        if self.instances.get(&id).is_some_and(|i| i.pid.is_some()) {
+            self.signal_stop(id);
+        } // else: deferred to `Spawned` (nothing to signal yet)
+    }
+
+    fn signal_stop(&mut self, id: InstanceId) {
+        self.out.push(Effect::Stop { id });
+        self.arm(id, TimerKind::StopTimeout, self.policy.stop_timeout);
+    }
+
+    fn arm(&mut self, id: InstanceId, kind: TimerKind, after: Duration) {
+        self.out.push(Effect::ArmTimer { id, kind, after });
+    }
+
+    fn state_of(&self, id: InstanceId) -> Option<InstanceState> {
+        self.instances.get(&id).map(|i| i.state)
+    }
+
+    fn set_state(&mut self, id: InstanceId, state: InstanceState) {
+        if let Some(i) = self.instances.get_mut(&id) {
+            i.state = state;
+        }
+    }
+
+    fn take(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Internal consistency, checked by the tests after every event.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        if let Some(r) = &self.reload {
+            let c = r
+                .candidate
+                .expect("a reload always has a candidate between events");
+            let inst = &self.instances[&c];
+            assert_eq!(inst.state, InstanceState::Starting);
+            assert_eq!(inst.generation, r.generation);
+        }
+        if self.shut_down {
+            assert!(self.respawns.is_empty() && self.reload.is_none());
+            assert!(self.instances.values().all(|i| !i.live()));
+            return;
+        }
+        if self.errored.is_some() {
+            assert!(self.respawns.is_empty());
+        }
+        assert!(self.counted() <= self.policy.processes, "over capacity");
+        if self.reload.is_none() && self.errored.is_none() {
+            assert_eq!(self.counted(), self.policy.processes, "slots lost");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

@@ -1,0 +1,276 @@
+//! Application processes: rein runs them, hands them their listening socket, gates traffic on readiness,
+//! restarts them when they crash, and replaces them by rolling reloads without failing a request.
+//!
+//! Each application has a [`runner`] task driving a pure state [`machine`]; its ready instances are the
+//! members of an [`Upstream`], so requests reach them through the proxy with its retries and its wait for an
+//! available server. [`Supervisor::apply`] is the plan from one configuration to the next: start new
+//! applications, reload changed ones, stop removed ones, leave the rest alone.
+
+pub mod conf;
+pub mod logs;
+mod machine;
+mod ready;
+mod runner;
+pub mod spawn;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{ConfigError, JsonPath};
+use crate::upstream::conf::UpstreamConf;
+use crate::upstream::{ServerState, Upstream};
+use conf::AppConf;
+use machine::{AppStatus, InstanceId, InstanceState, ReloadReport};
+use runner::{Command, Runner};
+
+/// Where the supervisor keeps sockets, logs and the Node.js support files.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub sockets: PathBuf,
+    pub log: PathBuf,
+    pub node: Option<(PathBuf, PathBuf)>,
+}
+
+/// What `/status` shows of an application, refreshed by its runner.
+#[derive(Default)]
+pub struct AppView {
+    status: Option<AppStatus>,
+    servers: HashMap<InstanceId, Arc<ServerState>>,
+    started: HashMap<InstanceId, Instant>,
+}
+
+struct App {
+    conf: AppConf,
+    upstream: Arc<Upstream>,
+    commands: mpsc::UnboundedSender<Command>,
+    view: Arc<Mutex<AppView>>,
+}
+
+pub struct Supervisor {
+    dir: PathBuf,
+    node: Option<(PathBuf, PathBuf)>,
+    apps: Mutex<BTreeMap<String, App>>,
+}
+
+impl Supervisor {
+    /// A supervisor keeping its files under `state_dir` (`run/` for sockets, `logs/` for output).
+    pub fn new(state_dir: &Path) -> std::io::Result<Supervisor> {
+        let run = state_dir.join("run");
+        std::fs::create_dir_all(&run)?;
+        std::fs::create_dir_all(state_dir.join("logs"))?;
+        let node = spawn::install_node_support(&run.join("node")).ok();
+        Ok(Supervisor {
+            dir: state_dir.to_owned(),
+            node,
+            apps: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn apps(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, App>> {
+        self.apps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Checks what only the filesystem can tell: each executable exists and can be run.
+    pub fn validate(&self, apps: &BTreeMap<String, AppConf>) -> Result<(), ConfigError> {
+        for (name, conf) in apps {
+            spawn::check_executable(
+                &conf.executable,
+                conf.working_directory.as_deref(),
+                conf.user.as_deref(),
+            )
+            .map_err(|e| {
+                JsonPath::root()
+                    .key("applications")
+                    .key(name)
+                    .key("executable")
+                    .error(e)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Moves the running applications to `apps`; returns each application's upstream for routing.
+    pub fn apply(&self, apps: &BTreeMap<String, AppConf>) -> HashMap<String, Arc<Upstream>> {
+        let mut running = self.apps();
+        let gone: Vec<String> = running
+            .keys()
+            .filter(|n| !apps.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(app) = running.remove(&name) {
+                tracing::info!(app = %name, "application removed: stopping it");
+                let (done, _) = oneshot::channel();
+                let _ = app.commands.send(Command::Shutdown(done));
+            }
+        }
+        for (name, conf) in apps {
+            match running.get_mut(name) {
+                Some(app) if app.conf == *conf => {}
+                Some(app) => {
+                    tracing::info!(app = %name, "application changed: rolling reload");
+                    app.conf = conf.clone();
+                    let _ = app.commands.send(Command::Update(Box::new(conf.clone())));
+                }
+                None => {
+                    let app = self.start(name, conf);
+                    running.insert(name.clone(), app);
+                }
+            }
+        }
+        running
+            .iter()
+            .map(|(n, a)| (n.clone(), a.upstream.clone()))
+            .collect()
+    }
+
+    fn start(&self, name: &str, conf: &AppConf) -> App {
+        let sockets = self.dir.join("run").join(name);
+        let _ = std::fs::create_dir_all(&sockets);
+        let paths = Paths {
+            sockets,
+            log: self.log_path(name),
+            node: self.node.clone(),
+        };
+        let upstream = Upstream::new(
+            &format!("applications/{name}"),
+            upstream_conf(conf),
+            Vec::new(),
+        );
+        let view = Arc::new(Mutex::new(AppView::default()));
+        let commands = Runner::start(
+            name.to_owned(),
+            conf.clone(),
+            paths,
+            upstream.clone(),
+            view.clone(),
+        );
+        App {
+            conf: conf.clone(),
+            upstream,
+            commands,
+            view,
+        }
+    }
+
+    /// The file holding an application's standard output and error.
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{name}.log"))
+    }
+
+    /// A rolling reload of `name`; answers when it is done (or abandoned).
+    pub async fn restart(&self, name: &str) -> Option<ReloadReport> {
+        let (reply, report) = oneshot::channel();
+        {
+            let apps = self.apps();
+            let app = apps.get(name)?;
+            app.commands.send(Command::Reload(Some(reply))).ok()?;
+        }
+        report.await.ok()
+    }
+
+    /// Reloads every application (SIGHUP).
+    pub fn reload_all(&self) {
+        for app in self.apps().values() {
+            let _ = app.commands.send(Command::Reload(None));
+        }
+    }
+
+    /// Stops every application, waiting up to `deadline`.
+    pub async fn shutdown(&self, deadline: Duration) {
+        let waits: Vec<oneshot::Receiver<()>> = std::mem::take(&mut *self.apps())
+            .into_values()
+            .filter_map(|app| {
+                let (done, wait) = oneshot::channel();
+                app.commands
+                    .send(Command::Shutdown(done))
+                    .ok()
+                    .map(|_| wait)
+            })
+            .collect();
+        let _ = tokio::time::timeout(deadline, futures_util::future::join_all(waits)).await;
+    }
+
+    pub fn status_json(&self) -> Value {
+        let apps = self.apps();
+        let out: serde_json::Map<String, Value> = apps
+            .iter()
+            .map(|(name, app)| {
+                (
+                    name.clone(),
+                    view_json(&app.view.lock().unwrap_or_else(|e| e.into_inner())),
+                )
+            })
+            .collect();
+        Value::Object(out)
+    }
+}
+
+/// The upstream behind an application: no passive health (the supervisor knows when an instance dies),
+/// retries of idempotent requests caught on a dying instance, and a wait while no instance is ready.
+fn upstream_conf(conf: &AppConf) -> UpstreamConf {
+    let mut u = UpstreamConf::with_servers(Vec::new());
+    u.passive.failures = 0;
+    u.queue_timeout = conf.ready_timeout.min(Duration::from_secs(30));
+    if let Some(t) = conf.request_timeout {
+        u.timeouts.read = t;
+    }
+    u
+}
+
+fn view_json(view: &AppView) -> Value {
+    let Some(status) = &view.status else {
+        return json!({"instances": []});
+    };
+    let now = Instant::now();
+    let instances: Vec<Value> = status
+        .instances
+        .iter()
+        .map(|i| {
+            let server = view.servers.get(&i.id);
+            json!({
+                "id": i.id,
+                "pid": i.pid,
+                "state": state_name(i.state),
+                "generation": i.generation,
+                "uptime": view.started.get(&i.id).map(|s| now.duration_since(*s).as_secs_f64()),
+                "restarts": i.restarts,
+                "rss_bytes": i.pid.and_then(rss_bytes),
+                "requests": server.map(|s| s.requests()),
+                "in_flight": server.map(|s| s.active()),
+            })
+        })
+        .collect();
+    json!({
+        "generation": status.generation,
+        "state": if status.errored.is_some() { "errored" } else if status.reloading { "reloading" } else { "running" },
+        "errored": status.errored,
+        "instances": instances,
+        "last_reload": status.last_reload.as_ref().map(|r| json!({
+            "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
+        })),
+    })
+}
+
+fn state_name(state: InstanceState) -> &'static str {
+    match state {
+        InstanceState::Starting => "starting",
+        InstanceState::Ready => "ready",
+        InstanceState::Draining => "draining",
+        InstanceState::Stopping => "stopping",
+        InstanceState::Stopped => "stopped",
+    }
+}
+
+/// Resident memory of a process, from `/proc`.
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

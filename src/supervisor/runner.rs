@@ -1,0 +1,392 @@
+//! The driver of one application: feeds the pure [`Machine`] with what happens to processes, timers and
+//! the pool, and carries out the effects it returns.
+//!
+//! One task per application owns the machine; everything that waits (a process exiting, a readiness probe,
+//! a timer, an instance draining) runs in a small task of its own and reports back as an [`Event`] on the
+//! runner's channel, so the machine only ever sees one event at a time.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::conf::AppConf;
+use super::machine::{Effect, Event, InstanceId, Machine, Policy, ReloadReport};
+use super::spawn::{self, AppSocket, SpawnSpec};
+use super::{AppView, Paths};
+use crate::upstream::conf::ServerAddr;
+use crate::upstream::{Member, ServerState, Upstream};
+
+/// What the rest of rein asks of a running application.
+pub enum Command {
+    /// The configuration changed: new settings, and a rolling reload onto them.
+    Update(Box<AppConf>),
+    /// A rolling reload; the report goes to the sender once it is done.
+    Reload(Option<oneshot::Sender<ReloadReport>>),
+    /// Stop every instance (gracefully) and end.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// How long an instance waits to be drained before it is stopped anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often readiness probes and drain watchers look.
+const POLL: Duration = Duration::from_millis(25);
+
+struct Instance {
+    /// The listening socket, kept open by rein for the instance's life.
+    _socket: OwnedFd,
+    addr: AppSocket,
+    pid: Option<u32>,
+    server: Arc<ServerState>,
+    started: Instant,
+    /// Ends the instance's probe and drain watcher.
+    cancel: CancellationToken,
+}
+
+pub struct Runner {
+    name: String,
+    conf: AppConf,
+    paths: Paths,
+    machine: Machine,
+    upstream: Arc<Upstream>,
+    instances: HashMap<InstanceId, Instance>,
+    events: mpsc::UnboundedSender<Event>,
+    respawn: Option<JoinHandle<()>>,
+    waiting: Vec<oneshot::Sender<ReloadReport>>,
+    view: Arc<Mutex<AppView>>,
+}
+
+pub fn policy(conf: &AppConf) -> Policy {
+    Policy {
+        processes: conf.processes,
+        ready_timeout: conf.ready_timeout,
+        stop_timeout: conf.stop_timeout,
+        drain_timeout: DRAIN_TIMEOUT,
+        min_restart_interval: conf.min_restart_interval,
+        backoff_max: conf.backoff_max,
+        max_failures: conf.max_failures,
+        stable_after: conf.stable_after,
+    }
+}
+
+impl Runner {
+    /// Starts the application's task; returns its command channel.
+    pub fn start(
+        name: String,
+        conf: AppConf,
+        paths: Paths,
+        upstream: Arc<Upstream>,
+        view: Arc<Mutex<AppView>>,
+    ) -> mpsc::UnboundedSender<Command> {
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let (machine, effects) = Machine::new(policy(&conf), Instant::now());
+        let mut runner = Runner {
+            name,
+            conf,
+            paths,
+            machine,
+            upstream,
+            instances: HashMap::new(),
+            events,
+            respawn: None,
+            waiting: Vec::new(),
+            view,
+        };
+        tokio::spawn(async move {
+            runner.carry_out(effects);
+            runner.run(commands, events_rx).await;
+        });
+        commands_tx
+    }
+
+    async fn run(
+        &mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        mut events: mpsc::UnboundedReceiver<Event>,
+    ) {
+        let mut done: Option<oneshot::Sender<()>> = None;
+        loop {
+            tokio::select! {
+                Some(event) = events.recv() => {
+                    let effects = self.machine.handle(event, Instant::now());
+                    self.carry_out(effects);
+                }
+                Some(command) = commands.recv(), if done.is_none() => {
+                    done = self.command(command);
+                }
+            }
+            self.publish_view();
+            if done.is_some() && self.machine.is_idle() {
+                break;
+            }
+        }
+        if let Some(done) = done {
+            let _ = done.send(());
+        }
+    }
+
+    fn command(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
+        let now = Instant::now();
+        let effects = match command {
+            Command::Update(conf) => {
+                self.conf = *conf;
+                let mut effects = self.machine.set_policy(policy(&self.conf), now);
+                effects.extend(self.machine.handle(Event::Reload, now));
+                effects
+            }
+            Command::Reload(reply) => {
+                self.waiting.extend(reply);
+                self.machine.handle(Event::Reload, now)
+            }
+            Command::Shutdown(done) => {
+                let effects = self.machine.handle(Event::Shutdown, now);
+                self.carry_out(effects);
+                return Some(done);
+            }
+        };
+        self.carry_out(effects);
+        None
+    }
+
+    fn carry_out(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Spawn { id, generation } => self.spawn(id, generation),
+                Effect::Admit { id } => self.admit(id),
+                Effect::Withdraw { id } => self.withdraw(id),
+                Effect::Stop { id } => self.signal(id, self.conf.stop_signal),
+                Effect::Kill { id } => self.signal(id, Signal::SIGKILL),
+                Effect::ArmTimer { id, kind, after } => {
+                    self.later(after, Event::Timer { id, kind });
+                }
+                Effect::ArmRespawn { after } => {
+                    if let Some(old) = self.respawn.take() {
+                        old.abort();
+                    }
+                    self.respawn = Some(self.later(after, Event::RespawnDue));
+                }
+                Effect::ReloadDone(report) => self.reload_done(report),
+                Effect::Errored { reason } => {
+                    tracing::error!(app = %self.name, reason, "application errored: not restarting it until a reload");
+                }
+            }
+        }
+    }
+
+    fn later(&self, after: Duration, event: Event) -> JoinHandle<()> {
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = events.send(event);
+        })
+    }
+
+    fn spawn(&mut self, id: InstanceId, generation: u64) {
+        let started = self.start_process(id);
+        let event = match started {
+            Ok(pid) => Event::Spawned { id, pid },
+            Err(error) => {
+                tracing::error!(app = %self.name, instance = id, generation, %error, "cannot start the application");
+                Event::SpawnFailed { id, error }
+            }
+        };
+        let _ = self.events.send(event);
+    }
+
+    /// Creates the instance's socket and process, and the tasks that watch them.
+    fn start_process(&mut self, id: InstanceId) -> Result<u32, String> {
+        let (socket, addr) = spawn::listen(self.conf.socket, &self.paths.sockets, id)
+            .map_err(|e| format!("cannot create the socket: {e}"))?;
+        let spec = self.spec(addr.clone());
+        let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(|e| e.to_string())?;
+        let pid = spawned.child.id().ok_or("the process exited at once")?;
+        tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
+        let cancel = CancellationToken::new();
+        self.watch_exit(id, spawned.child);
+        self.probe(id, addr.clone(), cancel.clone());
+        let server = Arc::new(ServerState::new(server_addr(&addr)));
+        self.instances.insert(
+            id,
+            Instance {
+                _socket: socket,
+                addr,
+                pid: Some(pid),
+                server,
+                started: Instant::now(),
+                cancel,
+            },
+        );
+        Ok(pid)
+    }
+
+    fn spec(&self, socket: AppSocket) -> SpawnSpec {
+        let c = &self.conf;
+        SpawnSpec {
+            executable: c.executable.clone(),
+            arguments: c.arguments.clone(),
+            working_directory: c.working_directory.clone(),
+            environment: c.environment.clone(),
+            user: c.user.clone(),
+            group: c.group.clone(),
+            socket,
+            stdout: self.paths.log.clone(),
+            stderr: self.paths.log.clone(),
+            log_rotation: Default::default(),
+            node: is_node(&c.executable)
+                .then(|| self.paths.node.clone())
+                .flatten(),
+            name: self.name.clone(),
+        }
+    }
+
+    /// Reports the exit the moment it happens (tokio's child reaper), never by polling.
+    fn watch_exit(&self, id: InstanceId, mut child: tokio::process::Child) {
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            let (code, signal) = match status {
+                Ok(s) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    (s.code(), s.signal())
+                }
+                Err(_) => (None, None),
+            };
+            let _ = events.send(Event::Exited { id, code, signal });
+        });
+    }
+
+    /// Tries the readiness check until it passes (the machine's ready timeout bounds the wait).
+    fn probe(&self, id: InstanceId, addr: AppSocket, cancel: CancellationToken) {
+        let events = self.events.clone();
+        let readiness = self.conf.readiness.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    ready = super::ready::check(&addr, &readiness) => if ready {
+                        let _ = events.send(Event::Ready { id });
+                        return;
+                    },
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(POLL) => {}
+                }
+            }
+        });
+    }
+
+    fn admit(&mut self, id: InstanceId) {
+        let Some(instance) = self.instances.get(&id) else {
+            return;
+        };
+        let mut members: Vec<Member> = self.upstream.members().as_ref().clone();
+        members.push(Member {
+            weight: 1.0,
+            max_connections: None,
+            state: instance.server.clone(),
+        });
+        self.upstream.set_members(members);
+        tracing::info!(app = %self.name, instance = id, socket = %instance.addr, "instance ready: taking requests");
+    }
+
+    /// Takes the instance out of the pool, and reports `Drained` once its requests in flight are done.
+    fn withdraw(&mut self, id: InstanceId) {
+        let Some(instance) = self.instances.get(&id) else {
+            return;
+        };
+        let members: Vec<Member> = self
+            .upstream
+            .members()
+            .iter()
+            .filter(|m| !Arc::ptr_eq(&m.state, &instance.server))
+            .cloned()
+            .collect();
+        self.upstream.set_members(members);
+        let (server, cancel, events) = (
+            instance.server.clone(),
+            instance.cancel.clone(),
+            self.events.clone(),
+        );
+        tokio::spawn(async move {
+            while server.active() > 0 {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(POLL) => {}
+                }
+            }
+            let _ = events.send(Event::Drained { id });
+        });
+    }
+
+    fn signal(&mut self, id: InstanceId, signal: Signal) {
+        let Some(pid) = self.instances.get(&id).and_then(|i| i.pid) else {
+            return;
+        };
+        if let Err(e) = spawn::signal_group(pid, signal) {
+            tracing::debug!(app = %self.name, instance = id, pid, %e, "signal not delivered");
+        }
+    }
+
+    fn reload_done(&mut self, report: ReloadReport) {
+        if report.ok {
+            tracing::info!(app = %self.name, generation = report.generation, took_ms = report.took.as_millis() as u64, "reload done");
+        } else {
+            tracing::error!(app = %self.name, generation = report.generation, reason = ?report.reason, "reload abandoned; the previous instances keep serving");
+        }
+        for waiter in self.waiting.drain(..) {
+            let _ = waiter.send(report.clone());
+        }
+    }
+
+    /// Refreshes what `/status` shows, and forgets instances that have exited.
+    fn publish_view(&mut self) {
+        let now = Instant::now();
+        let status = self.machine.status(now);
+        let live: Vec<InstanceId> = status.instances.iter().map(|i| i.id).collect();
+        self.instances.retain(|id, instance| {
+            let keep = live.contains(id);
+            if !keep {
+                instance.cancel.cancel();
+                if let AppSocket::Unix(path) = &instance.addr {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            keep
+        });
+        let servers: HashMap<InstanceId, Arc<ServerState>> = self
+            .instances
+            .iter()
+            .map(|(id, i)| (*id, i.server.clone()))
+            .collect();
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        view.status = Some(status);
+        view.servers = servers;
+        view.started = self
+            .instances
+            .iter()
+            .map(|(id, i)| (*id, i.started))
+            .collect();
+    }
+}
+
+fn server_addr(addr: &AppSocket) -> ServerAddr {
+    match addr {
+        AppSocket::Unix(p) => ServerAddr::Unix(p.clone()),
+        AppSocket::Tcp(a) => ServerAddr::Tcp(*a),
+    }
+}
+
+/// Node.js gets rein's preload (its `listen()` takes the passed socket) and the `unit-http` alias.
+fn is_node(executable: &std::path::Path) -> bool {
+    executable
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "node" || n == "nodejs")
+}

@@ -1,0 +1,1195 @@
+//! Starting app processes: the listening socket, the child's environment and credentials, and the exec shim.
+//!
+//! How a child starts ([`spawn`]):
+//! - rein forks and, in the child before exec: `setpgid(0, 0)` (its own process group, so [`signal_group`]
+//!   reaches grandchildren), stdin `/dev/null`, stdout/stderr pipes read by rein ([`super::logs`]), the user
+//!   switch when rein is root (`setgroups` to the user's groups, `setgid`, `setuid`), then
+//!   `PR_SET_PDEATHSIG(SIGKILL)` — after the switch, because a credential change clears it — and finally the
+//!   listening socket `dup2`'d to fd 3 without close-on-exec.
+//! - it execs rein itself (`/proc/self/exe __exec -- PROG ARGS...`, so an upgraded or deleted rein binary still
+//!   works) as a shim ([`exec_shim`]) that sets `LISTEN_PID` to its own pid and `execvp`s the app: the pid is
+//!   then the app's pid, as the systemd socket-activation protocol requires (`LISTEN_FDS=1`,
+//!   `LISTEN_FDNAMES=<app name>`).
+//!
+//! The parent-death signal belongs to the *thread* that forked: it fires when that thread exits, not the
+//! process. tokio's blocking-pool threads come and go, so every fork happens on one dedicated thread that
+//! lives as long as rein (see [`spawner`]); a child whose parent process is already gone when it reaches
+//! the `prctl` (its parent pid changed) gives up instead of running unguarded.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::sync::{Mutex, OnceLock, mpsc};
+
+use nix::sys::signal::Signal;
+use nix::unistd::{Gid, Group, Pid, Uid, User};
+use socket2::{Domain, SockAddr, Socket, Type};
+use tokio::task::JoinHandle;
+
+use super::logs::{self, Rotation};
+
+/// Which socket an app instance listens on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketKind {
+    /// A Unix socket in the app's runtime directory.
+    Unix,
+    /// A loopback TCP port chosen by the kernel.
+    Tcp,
+}
+
+/// The listening socket rein created for one instance slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppSocket {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for AppSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppSocket::Unix(path) => write!(f, "unix:{}", path.display()),
+            AppSocket::Tcp(addr) => write!(f, "{addr}"),
+        }
+    }
+}
+
+/// Everything needed to start one app process.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// The program: a path, or a bare name looked up in the child's `PATH` (by the shim's `execvp`).
+    pub executable: PathBuf,
+    pub arguments: Vec<String>,
+    /// The child's working directory; rein's when `None`.
+    pub working_directory: Option<PathBuf>,
+    /// Added to the child's environment, which otherwise holds only `PATH`, `HOME`, `LANG` and `TZ` from
+    /// rein's own (`PATH` defaulting to [`DEFAULT_PATH`]); with a user switch `HOME`, `USER` and `LOGNAME`
+    /// are the target user's. rein's variables (`LISTEN_*`, `PORT`, `REIN_SOCKET`) override these.
+    pub environment: Vec<(String, String)>,
+    /// Run as this user (and its groups); only possible when rein runs as root, otherwise it must be the
+    /// user rein runs as.
+    pub user: Option<String>,
+    /// Run with this primary group (default: the user's).
+    pub group: Option<String>,
+    /// The listening socket passed as fd 3 (the fd itself is the `listener` argument of [`spawn`]).
+    pub socket: AppSocket,
+    /// Log files for the child's standard output and error (may be the same file).
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    pub log_rotation: Rotation,
+    /// Node.js: `(preload.js, NODE_PATH dir)` from [`install_node_support`]; adds `--require preload.js` to
+    /// `NODE_OPTIONS` and the dir (holding `unit-http`) to `NODE_PATH`.
+    pub node: Option<(PathBuf, PathBuf)>,
+    /// The app's name, for logs, errors and `LISTEN_FDNAMES`.
+    pub name: String,
+}
+
+/// `PATH` for children when rein has none.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The variables kept from rein's environment.
+const KEPT_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
+
+/// The listen backlog of app sockets.
+const BACKLOG: i32 = 1024;
+
+/// Creates the listening socket of instance slot `instance`: a Unix socket `dir/instance-N.sock` (mode 0660,
+/// a stale socket file removed; any other file there is an error) or a loopback TCP port chosen by the
+/// kernel. Backlog 1024, close-on-exec, blocking. rein keeps the returned fd for the life of the slot and
+/// passes it to every process that fills the slot, so connections queue across restarts instead of failing.
+pub fn listen(kind: SocketKind, dir: &Path, instance: u64) -> io::Result<(OwnedFd, AppSocket)> {
+    match kind {
+        SocketKind::Tcp => {
+            let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+            socket.set_reuse_address(true)?;
+            socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
+            socket.listen(BACKLOG)?;
+            let addr = socket
+                .local_addr()?
+                .as_socket()
+                .ok_or_else(|| io::Error::other("TCP socket without an address"))?;
+            Ok((socket.into(), AppSocket::Tcp(addr)))
+        }
+        SocketKind::Unix => {
+            let path = dir.join(format!("instance-{instance}.sock"));
+            let context =
+                |e: io::Error| io::Error::new(e.kind(), format!("socket {}: {e}", path.display()));
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_socket() => {
+                    std::fs::remove_file(&path).map_err(context)?
+                }
+                Ok(_) => {
+                    return Err(context(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "exists and is not a socket",
+                    )));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(context(e)),
+            }
+            let addr = SockAddr::unix(&path).map_err(context)?; // rejects paths over 107 bytes
+            let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+            socket.bind(&addr).map_err(context)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660))
+                .map_err(context)?;
+            socket.listen(BACKLOG).map_err(context)?;
+            Ok((socket.into(), AppSocket::Unix(path)))
+        }
+    }
+}
+
+/// A started app process and the tasks copying its output into its log files.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The process (its stdout/stderr are taken by the pumps). tokio reaps it once waited on or dropped.
+    pub child: tokio::process::Child,
+    /// The stdout and stderr pumps; each ends (with the bytes copied) when every holder of that pipe — the
+    /// process and any grandchildren — has exited or closed it.
+    pub stdout: JoinHandle<io::Result<u64>>,
+    pub stderr: JoinHandle<io::Result<u64>>,
+}
+
+/// Resolved credentials for the child (resolved in the parent: lookups are not async-signal-safe).
+#[derive(Debug, Clone)]
+struct Credentials {
+    uid: Option<Uid>,
+    gid: Option<Gid>,
+    groups: Vec<libc::gid_t>,
+    home: Option<PathBuf>,
+    name: Option<String>,
+}
+
+/// Starts the process described by `spec` with `listener` as its fd 3. Must be called inside a tokio
+/// runtime (the child and its log pumps are registered with it). The calling thread waits for the fork and
+/// the exec of the shim on the spawner thread (about a millisecond). Errors name the app; a failure of the
+/// *app's* exec (missing program) is not an error here but exit code 127 with the reason in its stderr log
+/// (use [`check_executable`] first).
+pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> {
+    let context = |e: io::Error| io::Error::new(e.kind(), format!("app {:?}: {e}", spec.name));
+    let creds = credentials(spec.user.as_deref(), spec.group.as_deref()).map_err(context)?;
+    // Open the logs first, so a bad log path fails here rather than inside a pump.
+    let out_log = logs::shared(&spec.stdout, spec.log_rotation).map_err(context)?;
+    let err_log = logs::shared(&spec.stderr, spec.log_rotation).map_err(context)?;
+
+    // An fd below 3 would be clobbered by the stdio setup before it is moved to 3.
+    let moved;
+    let listen_fd = if listener.as_raw_fd() < 3 {
+        moved = listener.try_clone_to_owned().and_then(|fd| {
+            // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd we own.
+            let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `raw` is a fresh fd owned by nobody else.
+            Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
+        })?;
+        moved.as_raw_fd()
+    } else {
+        listener.as_raw_fd()
+    };
+
+    let mut cmd = tokio::process::Command::new("/proc/self/exe");
+    cmd.arg0("rein")
+        .arg("__exec")
+        .arg("--")
+        .arg(&spec.executable)
+        .args(&spec.arguments)
+        .env_clear()
+        .envs(environment(spec, &creds))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    // chdir happens after the user switch, so the directory must be accessible to the app's user.
+    let cwd = match &spec.working_directory {
+        Some(dir) => Some(
+            CString::new(dir.as_os_str().as_bytes())
+                .map_err(|_| context(io::Error::other("working directory contains a NUL byte")))?,
+        ),
+        None => None,
+    };
+    // SAFETY: the closure only makes async-signal-safe system calls on values prepared before the fork.
+    let parent = std::process::id() as libc::pid_t;
+    unsafe {
+        cmd.pre_exec(move || child_setup(&creds, cwd.as_deref(), listen_fd, parent));
+    }
+
+    let mut child = spawner()
+        .spawn(cmd)
+        .map_err(|e| io::Error::new(e.kind(), format!("app {:?}: cannot start: {e}", spec.name)))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    Ok(Spawned {
+        child,
+        stdout: tokio::spawn(logs::pump(stdout, out_log, spec.name.clone())),
+        stderr: tokio::spawn(logs::pump(stderr, err_log, spec.name.clone())),
+    })
+}
+
+/// In the child, between fork and exec.
+fn child_setup(
+    creds: &Credentials,
+    cwd: Option<&std::ffi::CStr>,
+    listen_fd: RawFd,
+    parent: libc::pid_t,
+) -> io::Result<()> {
+    fn check(r: libc::c_int) -> io::Result<()> {
+        if r == -1 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+    // SAFETY: plain system calls on plain values.
+    unsafe {
+        if let Some(gid) = creds.gid {
+            check(libc::setgroups(creds.groups.len(), creds.groups.as_ptr()))?;
+            check(libc::setgid(gid.as_raw()))?;
+        }
+        if let Some(uid) = creds.uid {
+            check(libc::setuid(uid.as_raw()))?;
+        }
+        if let Some(dir) = cwd {
+            check(libc::chdir(dir.as_ptr()))?;
+        }
+        // After the switch: changing credentials clears the parent-death signal.
+        check(libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ))?;
+        // rein died between fork and prctl: the signal will never come.
+        if libc::getppid() != parent {
+            return Err(io::Error::other("rein exited during the start"));
+        }
+        if listen_fd == 3 {
+            check(libc::fcntl(3, libc::F_SETFD, 0))?;
+        } else {
+            check(libc::dup2(listen_fd, 3))?;
+        }
+    }
+    Ok(())
+}
+
+fn credentials(user: Option<&str>, group: Option<&str>) -> io::Result<Credentials> {
+    let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+    let lookup_user = |name: &str| {
+        User::from_name(name)
+            .map_err(io::Error::from)?
+            .ok_or_else(|| invalid(format!("no such user {name:?}")))
+    };
+    let lookup_group = |name: &str| {
+        Group::from_name(name)
+            .map_err(io::Error::from)?
+            .ok_or_else(|| invalid(format!("no such group {name:?}")))
+    };
+    let user = user.map(lookup_user).transpose()?;
+    let group = group.map(lookup_group).transpose()?;
+    let none = Credentials {
+        uid: None,
+        gid: None,
+        groups: Vec::new(),
+        home: None,
+        name: None,
+    };
+    if !Uid::effective().is_root() {
+        // Not root: the settings may only name what rein already is.
+        if let Some(u) = &user
+            && u.uid != Uid::effective()
+        {
+            return Err(invalid(format!(
+                "cannot run as user {:?}: rein is not running as root",
+                u.name
+            )));
+        }
+        if let Some(g) = &group
+            && g.gid != Gid::effective()
+        {
+            return Err(invalid(format!(
+                "cannot run as group {:?}: rein is not running as root",
+                g.name
+            )));
+        }
+        return Ok(none);
+    }
+    match (user, group) {
+        (None, None) => Ok(none),
+        (None, Some(g)) => Ok(Credentials {
+            gid: Some(g.gid),
+            groups: vec![g.gid.as_raw()],
+            ..none
+        }),
+        (Some(u), g) => {
+            let gid = g.map_or(u.gid, |g| g.gid);
+            let cname = CString::new(u.name.as_bytes()).map_err(io::Error::other)?;
+            let mut groups: Vec<libc::gid_t> = nix::unistd::getgrouplist(&cname, gid)
+                .map_err(io::Error::from)?
+                .into_iter()
+                .map(Gid::as_raw)
+                .collect();
+            if !groups.contains(&gid.as_raw()) {
+                groups.push(gid.as_raw());
+            }
+            Ok(Credentials {
+                uid: Some(u.uid),
+                gid: Some(gid),
+                groups,
+                home: Some(u.dir),
+                name: Some(u.name),
+            })
+        }
+    }
+}
+
+fn environment(spec: &SpawnSpec, creds: &Credentials) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    let mut set = |k: &str, v: OsString| {
+        env.retain(|(key, _)| key != k);
+        env.push((k.into(), v));
+    };
+    for key in KEPT_ENV {
+        if let Some(v) = std::env::var_os(key) {
+            set(key, v);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        set("PATH", DEFAULT_PATH.into());
+    }
+    if let (Some(home), Some(name)) = (&creds.home, &creds.name) {
+        set("HOME", home.into());
+        set("USER", name.into());
+        set("LOGNAME", name.into());
+    }
+    for (k, v) in &spec.environment {
+        set(k, v.into());
+    }
+    if let Some((preload, node_path)) = &spec.node {
+        let require = format!("--require {}", node_quote(preload));
+        let options = match spec.environment.iter().find(|(k, _)| k == "NODE_OPTIONS") {
+            Some((_, user)) if !user.trim().is_empty() => format!("{require} {user}"),
+            _ => require,
+        };
+        set("NODE_OPTIONS", options.into());
+        let mut path = node_path.as_os_str().to_owned();
+        if let Some((_, user)) = spec.environment.iter().find(|(k, _)| k == "NODE_PATH") {
+            path.push(":");
+            path.push(user);
+        }
+        set("NODE_PATH", path);
+    }
+    set("LISTEN_FDS", "1".into());
+    set("LISTEN_FDNAMES", fd_name(&spec.name).into());
+    match &spec.socket {
+        AppSocket::Tcp(addr) => set("PORT", addr.port().to_string().into()),
+        AppSocket::Unix(path) => {
+            set("REIN_SOCKET", path.into());
+            set("PORT", path.into());
+        }
+    }
+    env
+}
+
+/// A `NODE_OPTIONS` word: double-quoted when it holds spaces, quotes or backslashes.
+fn node_quote(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if s.contains([' ', '"', '\\', '\t']) {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        s.into_owned()
+    }
+}
+
+/// `LISTEN_FDNAMES` allows up to 255 printable characters, no `:`.
+fn fd_name(name: &str) -> String {
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != ':' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(255)
+        .collect();
+    if name.is_empty() { "app".into() } else { name }
+}
+
+/// The one thread all children are forked from, so that their parent-death signal is tied to a thread that
+/// lives as long as rein.
+struct Spawner {
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+type Job = (
+    tokio::process::Command,
+    tokio::runtime::Handle,
+    mpsc::SyncSender<io::Result<tokio::process::Child>>,
+);
+
+fn spawner() -> &'static Spawner {
+    static SPAWNER: OnceLock<Spawner> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("rein-spawner".into())
+            .spawn(move || {
+                for (mut cmd, handle, reply) in rx {
+                    let _runtime = handle.enter();
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("spawn the rein-spawner thread");
+        Spawner {
+            jobs: Mutex::new(tx),
+        }
+    })
+}
+
+impl Spawner {
+    fn spawn(&self, cmd: tokio::process::Command) -> io::Result<tokio::process::Child> {
+        let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        let (reply, result) = mpsc::sync_channel(1);
+        self.jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send((cmd, handle, reply))
+            .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+        result
+            .recv()
+            .map_err(|_| io::Error::other("the spawner thread is gone"))?
+    }
+}
+
+/// Validates an app's executable at configuration time and returns the path that will be run: a bare name
+/// is searched in [`DEFAULT_PATH`]-style `PATH` (rein's), a relative path is taken from `working_directory`.
+/// It must exist, be a regular file and be executable by `user` (rein's user when `None`). Messages name
+/// the path.
+pub fn check_executable(
+    path: &Path,
+    working_directory: Option<&Path>,
+    user: Option<&str>,
+) -> Result<PathBuf, String> {
+    let who = match user {
+        Some(name) => match User::from_name(name) {
+            Ok(Some(u)) => Some(u),
+            Ok(None) => return Err(format!("no such user {name:?}")),
+            Err(e) => return Err(format!("user {name:?}: {e}")),
+        },
+        None => None,
+    };
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.is_empty() {
+        return Err("the executable is empty".into());
+    }
+    if !bytes.contains(&b'/') {
+        let search = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+        let mut last = None;
+        for dir in std::env::split_paths(&search) {
+            let candidate = dir.join(path);
+            match check_file(&candidate, who.as_ref()) {
+                Ok(()) => return Ok(candidate),
+                Err(e) if candidate.exists() => last = Some(e),
+                Err(_) => {}
+            }
+        }
+        return Err(last.unwrap_or_else(|| {
+            format!(
+                "executable {:?} not found in PATH ({})",
+                path.display().to_string(),
+                search.to_string_lossy()
+            )
+        }));
+    }
+    let full = match working_directory {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path.to_owned(),
+    };
+    check_file(&full, who.as_ref()).map(|()| full)
+}
+
+fn check_file(path: &Path, user: Option<&User>) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => format!("executable {} does not exist", path.display()),
+        _ => format!("executable {}: {e}", path.display()),
+    })?;
+    if meta.is_dir() {
+        return Err(format!(
+            "executable {} is a directory, not a program",
+            path.display()
+        ));
+    }
+    if !meta.is_file() {
+        return Err(format!(
+            "executable {} is not a regular file",
+            path.display()
+        ));
+    }
+    let allowed = match user {
+        Some(u) => {
+            let groups = CString::new(u.name.as_bytes())
+                .ok()
+                .and_then(|c| nix::unistd::getgrouplist(&c, u.gid).ok())
+                .unwrap_or_else(|| vec![u.gid]);
+            may_execute(&meta, u.uid, &groups)
+        }
+        None => nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok(),
+    };
+    if !allowed {
+        let whom = user.map_or_else(
+            || "rein's user".to_owned(),
+            |u| format!("user {:?}", u.name),
+        );
+        return Err(format!(
+            "executable {} is not executable by {whom} (mode {:o}, owner {}:{})",
+            path.display(),
+            meta.mode() & 0o7777,
+            meta.uid(),
+            meta.gid()
+        ));
+    }
+    Ok(())
+}
+
+/// The permission bits' verdict for `uid`/`groups` (root needs any x bit). Directory permissions on the
+/// way are not checked.
+fn may_execute(meta: &std::fs::Metadata, uid: Uid, groups: &[Gid]) -> bool {
+    let mode = meta.mode();
+    if uid.is_root() {
+        return mode & 0o111 != 0;
+    }
+    if meta.uid() == uid.as_raw() {
+        mode & 0o100 != 0
+    } else if groups.iter().any(|g| g.as_raw() == meta.gid()) {
+        mode & 0o010 != 0
+    } else {
+        mode & 0o001 != 0
+    }
+}
+
+/// Sends `sig` to the process group led by `pid` (every app process is a group leader: see [`spawn`]).
+/// Refuses pids 0 and 1, which would mean rein's own group or every process.
+pub fn signal_group(pid: u32, sig: Signal) -> io::Result<()> {
+    let pid = i32::try_from(pid).ok().filter(|p| *p > 1).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal process group {pid}"),
+        )
+    })?;
+    nix::sys::signal::killpg(Pid::from_raw(pid), sig).map_err(io::Error::from)
+}
+
+/// `rein __exec [--] PROG ARGS...`, the shim between fork and the app: sets `LISTEN_PID` to its own pid
+/// (the app keeps it across exec) and `execvp`s `PROG` with `ARGS` (`argv[0]` = `PROG`). `args` is the
+/// command line after `__exec`. Returns only on failure, after printing why to stderr: exit code 127.
+pub fn exec_shim(args: Vec<OsString>) -> ExitCode {
+    let mut args = args.into_iter().peekable();
+    if args.peek().map(OsString::as_os_str) == Some(OsStr::new("--")) {
+        args.next();
+    }
+    let Some(program) = args.next() else {
+        eprintln!("rein __exec: usage: rein __exec -- PROGRAM [ARGUMENTS...]");
+        return ExitCode::from(127);
+    };
+    let err = std::process::Command::new(&program)
+        .args(args)
+        .env("LISTEN_PID", std::process::id().to_string())
+        .exec();
+    eprintln!("rein: cannot run {}: {err}", Path::new(&program).display());
+    ExitCode::from(127)
+}
+
+/// The Node.js support files embedded in rein.
+const NODE_PRELOAD: &str = include_str!("node/preload.js");
+const UNIT_HTTP_INDEX: &str = include_str!("node/unit-http/index.js");
+const UNIT_HTTP_PACKAGE: &str = include_str!("node/unit-http/package.json");
+
+/// Writes the Node.js support files under `dir` (`dir/node/preload.js`, `dir/node/modules/unit-http/`),
+/// each atomically (temp file + rename) and world-readable, and returns `(preload.js, NODE_PATH dir)` for
+/// [`SpawnSpec::node`]. `dir` must be traversable by the apps' users.
+pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
+    let base = dir.join("node");
+    let modules = base.join("modules");
+    let unit_http = modules.join("unit-http");
+    std::fs::create_dir_all(&unit_http)?;
+    for d in [&base, &modules, &unit_http] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let preload = base.join("preload.js");
+    for (path, text) in [
+        (&preload, NODE_PRELOAD),
+        (&unit_http.join("index.js"), UNIT_HTTP_INDEX),
+        (&unit_http.join("package.json"), UNIT_HTTP_PACKAGE),
+    ] {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+        std::fs::rename(&tmp, path)?;
+    }
+    Ok((preload, modules))
+}
+
+/// The test binary plays rein's part: when started as `TEST_BINARY __exec -- ...` (which is what [`spawn`]
+/// runs, via /proc/self/exe), it becomes the shim before libtest's main runs.
+#[cfg(test)]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static EXEC_SHIM_IN_TESTS: extern "C" fn() = {
+    extern "C" fn exec_shim_in_tests() {
+        let Ok(mut cmdline) = std::fs::read("/proc/self/cmdline") else {
+            return;
+        };
+        if cmdline.last() == Some(&0) {
+            cmdline.pop();
+        }
+        let mut args = cmdline
+            .split(|b| *b == 0)
+            .map(|a| OsStr::from_bytes(a).to_owned());
+        if args.nth(1).is_some_and(|a| a == "__exec") {
+            let _ = exec_shim(args.collect());
+            std::process::exit(127);
+        }
+    }
+    exec_shim_in_tests
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::time::{Duration, Instant};
+
+    const DEADLINE: Duration = Duration::from_secs(20);
+
+    fn spec(
+        dir: &Path,
+        name: &str,
+        executable: &str,
+        arguments: &[&str],
+        socket: &AppSocket,
+    ) -> SpawnSpec {
+        SpawnSpec {
+            executable: executable.into(),
+            arguments: arguments.iter().map(|a| a.to_string()).collect(),
+            working_directory: Some(dir.to_owned()),
+            environment: vec![("GREETING".into(), "hello world".into())],
+            user: None,
+            group: None,
+            socket: socket.clone(),
+            stdout: dir.join(format!("{name}.out.log")),
+            stderr: dir.join(format!("{name}.err.log")),
+            log_rotation: Rotation::default(),
+            node: None,
+            name: name.into(),
+        }
+    }
+
+    /// Waits for the process and its log pumps; returns (status, stdout log, stderr log).
+    async fn finish(
+        spawned: Spawned,
+        spec: &SpawnSpec,
+    ) -> (std::process::ExitStatus, String, String) {
+        let Spawned {
+            mut child,
+            stdout,
+            stderr,
+        } = spawned;
+        let status = tokio::time::timeout(DEADLINE, child.wait())
+            .await
+            .expect("exits in time")
+            .unwrap();
+        tokio::time::timeout(DEADLINE, stdout)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        tokio::time::timeout(DEADLINE, stderr)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        (
+            status,
+            std::fs::read_to_string(&spec.stdout).unwrap_or_default(),
+            std::fs::read_to_string(&spec.stderr).unwrap_or_default(),
+        )
+    }
+
+    fn http_get(connect: impl Fn() -> io::Result<Box<dyn ReadWrite>>) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let attempt = connect().and_then(|mut s| {
+                s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+                let mut out = String::new();
+                s.read_to_string(&mut out)?;
+                Ok(out)
+            });
+            match attempt {
+                Ok(text) if !text.is_empty() => return text,
+                other if Instant::now() > deadline => panic!("no answer: {other:?}"),
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    trait ReadWrite: Read + Write {}
+    impl<T: Read + Write> ReadWrite for T {}
+
+    fn get(socket: &AppSocket) -> String {
+        // The socket is listening from the start (rein made it), so connecting always succeeds; reading
+        // waits for the app to accept. Connection resets (none expected) are retried until the deadline.
+        match socket {
+            AppSocket::Tcp(addr) => {
+                http_get(|| Ok(Box::new(std::net::TcpStream::connect(addr)?) as Box<dyn ReadWrite>))
+            }
+            AppSocket::Unix(path) => http_get(|| {
+                Ok(Box::new(std::os::unix::net::UnixStream::connect(path)?) as Box<dyn ReadWrite>)
+            }),
+        }
+    }
+
+    /// Running: /proc/PID exists and is not a zombie (a dead process keeps /proc/PID until reaped; tokio
+    /// reaps our child, a grandchild is reparented to init, which may be slow or absent in a container).
+    fn alive(pid: u32) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, s)| !s.starts_with('Z'))
+    }
+
+    fn wait_gone(pid: u32) {
+        let deadline = Instant::now() + DEADLINE;
+        while alive(pid) {
+            assert!(Instant::now() < deadline, "process {pid} still alive");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn have(program: &str) -> bool {
+        check_executable(Path::new(program), None, None).is_ok()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn shell_app_sees_socket_activation_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        for kind in [SocketKind::Tcp, SocketKind::Unix] {
+            let (fd, socket) = listen(kind, dir.path(), 1).unwrap();
+            let script = r#"
+                echo "fds=$LISTEN_FDS names=$LISTEN_FDNAMES pid_ok=$([ "$LISTEN_PID" = "$$" ] && echo yes || echo no:$LISTEN_PID:$$)"
+                [ -S /proc/self/fd/3 ] && echo "fd3=socket" || echo "fd3=missing"
+                echo "port=$PORT socket=$REIN_SOCKET"
+                echo "greeting=$GREETING cwd=$(pwd)"
+                echo "pgid=$(ps -o pgid= $$ 2>/dev/null | tr -d ' ') pid=$$"
+                echo "stdin=$(readlink /proc/self/fd/0)"
+                echo "fd4=$([ -e /proc/self/fd/4 ] && echo open || echo closed)"
+                echo to-stderr >&2
+            "#;
+            let spec = spec(dir.path(), "sh-app", "/bin/sh", &["-c", script], &socket);
+            let spawned = spawn(&spec, fd.as_fd()).unwrap();
+            let pid = spawned.child.id().unwrap();
+            let (status, out, err) = finish(spawned, &spec).await;
+            assert!(status.success(), "{status:?} {err}");
+            assert!(out.contains("fds=1 names=sh-app pid_ok=yes"), "{out}");
+            assert!(out.contains("fd3=socket"), "{out}");
+            match &socket {
+                AppSocket::Tcp(addr) => {
+                    assert!(
+                        out.contains(&format!("port={} socket=\n", addr.port())),
+                        "{out}"
+                    )
+                }
+                AppSocket::Unix(path) => {
+                    let p = path.display();
+                    assert!(out.contains(&format!("port={p} socket={p}\n")), "{out}")
+                }
+            }
+            assert!(out.contains(&format!(
+                "greeting=hello world cwd={}",
+                dir.path().display()
+            )));
+            if out.contains("pgid=") && !out.contains("pgid= ") {
+                assert!(out.contains(&format!("pgid={pid} pid={pid}")), "{out}");
+            }
+            assert!(out.contains("stdin=/dev/null"), "{out}");
+            assert!(out.contains("fd4=closed"), "no other fd leaks: {out}");
+            assert!(err.contains("to-stderr"), "{err}");
+            std::fs::remove_file(&spec.stdout).unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn python_app_serves_on_the_passed_socket() {
+        if !have("python3") {
+            eprintln!("skipped: no python3");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (fd, socket) = listen(SocketKind::Tcp, dir.path(), 7).unwrap();
+        let app = r#"
+import os, socket
+s = socket.socket(fileno=3)
+print("serving", s.getsockname(), flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    body = b"python pid=%d" % os.getpid()
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    c.close()
+"#;
+        let spec = spec(dir.path(), "py", "python3", &["-c", app], &socket);
+        let mut spawned = spawn(&spec, fd.as_fd()).unwrap();
+        let pid = spawned.child.id().unwrap();
+        let answer = get(&socket);
+        assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+        assert!(answer.ends_with(&format!("python pid={pid}")), "{answer}");
+        // A replacement process on the same socket answers too (the socket outlives the process).
+        signal_group(pid, Signal::SIGKILL).unwrap();
+        spawned.child.wait().await.unwrap();
+        let spawned = spawn(&spec, fd.as_fd()).unwrap();
+        let pid2 = spawned.child.id().unwrap();
+        assert!(get(&socket).ends_with(&format!("python pid={pid2}")));
+        signal_group(pid2, Signal::SIGKILL).unwrap();
+        let (_, out, _) = finish(spawned, &spec).await;
+        assert!(out.contains("serving ('127.0.0.1'"), "{out}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn node_apps_listen_on_the_passed_unix_socket() {
+        if !have("node") {
+            eprintln!("skipped: no node");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let node = install_node_support(dir.path()).unwrap();
+        let apps = [
+            (
+                "node-http",
+                "require('http').createServer((q, r) => r.end('plain node ' + process.pid)).listen(8080, () => console.log('listening'));",
+            ),
+            (
+                "node-unit",
+                "const http = require('unit-http'); http.createServer((q, r) => r.end('unit-http ' + process.pid)).listen(8081);",
+            ),
+        ];
+        for (i, (name, code)) in apps.into_iter().enumerate() {
+            let (fd, socket) = listen(SocketKind::Unix, dir.path(), i as u64).unwrap();
+            let mut spec = spec(dir.path(), name, "node", &["-e", code], &socket);
+            spec.node = Some(node.clone());
+            spec.environment
+                .push(("NODE_OPTIONS".into(), "--no-warnings".into()));
+            let spawned = spawn(&spec, fd.as_fd()).unwrap();
+            let pid = spawned.child.id().unwrap();
+            let answer = get(&socket);
+            let word = if name == "node-http" {
+                "plain node"
+            } else {
+                "unit-http"
+            };
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            assert!(answer.ends_with(&format!("{word} {pid}")), "{answer}");
+            signal_group(pid, Signal::SIGTERM).unwrap();
+            let (_, _, err) = finish(spawned, &spec).await;
+            assert_eq!(
+                err.matches("uses the socket passed by rein (fd 3").count(),
+                1,
+                "logged once: {err}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn signal_group_kills_grandchildren() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fd, socket) = listen(SocketKind::Tcp, dir.path(), 1).unwrap();
+        let spec = spec(
+            dir.path(),
+            "forker",
+            "/bin/sh",
+            &["-c", "sleep 1000 & echo grandchild=$!; wait"],
+            &socket,
+        );
+        let mut spawned = spawn(&spec, fd.as_fd()).unwrap();
+        let pid = spawned.child.id().unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        let grandchild: u32 = loop {
+            let out = std::fs::read_to_string(&spec.stdout).unwrap_or_default();
+            if let Some(g) = out.trim().strip_prefix("grandchild=") {
+                break g.parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "no grandchild");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(alive(grandchild));
+        signal_group(pid, Signal::SIGKILL).unwrap();
+        let status = spawned.child.wait().await.unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        wait_gone(pid);
+        wait_gone(grandchild);
+        // The pumps end once the grandchild (which held the pipes too) is gone.
+        tokio::time::timeout(DEADLINE, spawned.stdout)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+
+    /// Run by [`children_die_with_rein`] in a separate test process (the "rein" that gets killed): spawns
+    /// `sleep 1000`, prints its pid, and waits.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "helper process for children_die_with_rein"]
+    async fn pdeathsig_helper() {
+        let Some(dir) = std::env::var_os("REIN_PDEATHSIG_DIR") else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let (fd, socket) = listen(SocketKind::Tcp, &dir, 1).unwrap();
+        let spec = spec(&dir, "orphan", "sleep", &["1000"], &socket);
+        // Spawn from a thread that exits right after: the child must survive that (pdeathsig follows the
+        // forking thread, which is why spawn() forks on its own long-lived thread).
+        let rt = tokio::runtime::Handle::current();
+        let spawned = std::thread::spawn(move || {
+            let _g = rt.enter();
+            spawn(&spec, fd.as_fd()).map(|s| (s, fd))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        println!("CHILD={}", spawned.0.child.id().unwrap());
+        std::io::stdout().flush().unwrap();
+        tokio::time::sleep(Duration::from_secs(1000)).await;
+    }
+
+    #[test]
+    fn children_die_with_rein() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut helper = std::process::Command::new("/proc/self/exe")
+            .args([
+                "--exact",
+                "supervisor::spawn::tests::pdeathsig_helper",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("REIN_PDEATHSIG_DIR", dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(helper.stdout.take().unwrap());
+        let child: u32 = loop {
+            let mut line = String::new();
+            assert!(
+                std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+                "helper ended"
+            );
+            if let Some(pid) = line.trim().strip_prefix("CHILD=") {
+                break pid.parse().unwrap();
+            }
+        };
+        // The thread that called spawn() is gone; give a wrongly delivered SIGKILL time to land.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(alive(child), "child outlives the thread that spawned it");
+        helper.kill().unwrap(); // SIGKILL: no cleanup code runs in "rein"
+        helper.wait().unwrap();
+        wait_gone(child);
+    }
+
+    #[test]
+    fn signal_group_refuses_rein_own_group_and_init() {
+        for pid in [0, 1, u32::MAX] {
+            let err = signal_group(pid, Signal::SIGTERM).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[tokio::test]
+    async fn missing_program_exits_127_with_a_message() {
+        // (Also shows spawn() works from a current-thread runtime.)
+        let dir = tempfile::tempdir().unwrap();
+        let (fd, socket) = listen(SocketKind::Tcp, dir.path(), 1).unwrap();
+        let spec = spec(dir.path(), "ghost", "/nonexistent/app", &[], &socket);
+        let spawned = spawn(&spec, fd.as_fd()).unwrap();
+        let (status, _, err) = finish(spawned, &spec).await;
+        assert_eq!(status.code(), Some(127));
+        assert!(err.contains("rein: cannot run /nonexistent/app:"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn runs_as_another_user_when_root() {
+        if !Uid::effective().is_root() {
+            assert!(credentials(Some("nobody"), None).is_err());
+            eprintln!("skipped: not root");
+            return;
+        }
+        let Ok(Some(nobody)) = User::from_name("nobody") else {
+            eprintln!("skipped: no user nobody");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (fd, socket) = listen(SocketKind::Tcp, dir.path(), 1).unwrap();
+        let mut spec = spec(
+            dir.path(),
+            "as-nobody",
+            "/bin/sh",
+            &[
+                "-c",
+                "echo uid=$(id -u) gid=$(id -g) groups=$(id -G) home=$HOME user=$USER; [ -S /proc/self/fd/3 ] && echo fd3=socket; [ \"$LISTEN_PID\" = \"$$\" ] && echo pid=ok",
+            ],
+            &socket,
+        );
+        spec.user = Some("nobody".into());
+        // A directory only root may enter: chdir happens as nobody, so the start fails.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let err = spawn(&spec, fd.as_fd()).unwrap_err();
+        assert!(
+            err.to_string().contains("cannot start")
+                && err.kind() == io::ErrorKind::PermissionDenied,
+            "{err}"
+        );
+        spec.working_directory = None;
+        let spawned = spawn(&spec, fd.as_fd()).unwrap();
+        let (status, out, err) = finish(spawned, &spec).await;
+        assert!(status.success(), "{status:?} {err}");
+        let gid = nobody.gid.as_raw();
+        assert!(
+            out.contains(&format!("uid={} gid={gid} ", nobody.uid)),
+            "{out}"
+        );
+        assert!(
+            !out.contains("groups=0") && !out.contains(" 0 "),
+            "root group dropped: {out}"
+        );
+        assert!(out.contains("user=nobody"), "{out}");
+        assert!(
+            out.contains("fd3=socket") && out.contains("pid=ok"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn unknown_user_is_a_clear_error() {
+        let err = credentials(Some("no-such-user-rein"), None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no such user \"no-such-user-rein\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn check_executable_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let err = check_executable(&missing, None, None).unwrap_err();
+        assert_eq!(
+            err,
+            format!("executable {} does not exist", missing.display())
+        );
+
+        let err = check_executable(dir.path(), None, None).unwrap_err();
+        assert!(err.contains("is a directory"), "{err}");
+
+        let script = dir.path().join("app.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = check_executable(&script, None, None).unwrap_err();
+        assert!(
+            err.contains("is not executable by") && err.contains("mode 644"),
+            "{err}"
+        );
+
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(check_executable(&script, None, None).unwrap(), script);
+        // Relative to the working directory.
+        assert_eq!(
+            check_executable(Path::new("./app.sh"), Some(dir.path()), None).unwrap(),
+            dir.path().join("./app.sh")
+        );
+        // Owner-only: not executable by another user.
+        if Uid::effective().is_root() && User::from_name("nobody").ok().flatten().is_some() {
+            let err = check_executable(&script, None, Some("nobody")).unwrap_err();
+            assert!(err.contains("not executable by user \"nobody\""), "{err}");
+        }
+        // Bare names are searched in PATH.
+        assert!(
+            check_executable(Path::new("sh"), None, None)
+                .unwrap()
+                .ends_with("sh")
+        );
+        let err = check_executable(Path::new("no-such-program-rein"), None, None).unwrap_err();
+        assert!(
+            err.contains("\"no-such-program-rein\" not found in PATH"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unix_socket_replaces_stale_socket_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fd, socket) = listen(SocketKind::Unix, dir.path(), 3).unwrap();
+        let AppSocket::Unix(path) = &socket else {
+            panic!()
+        };
+        assert_eq!(path, &dir.path().join("instance-3.sock"));
+        let mode = std::fs::metadata(path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        drop(fd); // a stale socket file remains
+        let (_fd, again) = listen(SocketKind::Unix, dir.path(), 3).unwrap();
+        assert_eq!(again, socket);
+        std::os::unix::net::UnixStream::connect(path).unwrap();
+
+        std::fs::write(dir.path().join("instance-4.sock"), "data").unwrap();
+        let err = listen(SocketKind::Unix, dir.path(), 4).unwrap_err();
+        assert!(err.to_string().contains("is not a socket"), "{err}");
+
+        let (_fd, tcp) = listen(SocketKind::Tcp, dir.path(), 0).unwrap();
+        let AppSocket::Tcp(addr) = tcp else { panic!() };
+        assert!(addr.ip().is_loopback() && addr.port() != 0);
+    }
+
+    #[test]
+    fn environment_is_clean_and_rein_variables_win() {
+        let dir = Path::new("/srv/app");
+        let mut spec = spec(
+            dir,
+            "a:b c",
+            "x",
+            &[],
+            &AppSocket::Tcp("127.0.0.1:4321".parse().unwrap()),
+        );
+        spec.environment.push(("PORT".into(), "1".into()));
+        spec.environment
+            .push(("NODE_OPTIONS".into(), "--max-old-space-size=64".into()));
+        spec.node = Some((
+            "/run/rein dir/preload.js".into(),
+            "/run/rein/modules".into(),
+        ));
+        let creds = credentials(None, None).unwrap();
+        let env: std::collections::HashMap<_, _> = environment(&spec, &creds)
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect();
+        assert_eq!(env["PORT"], "4321");
+        assert_eq!(env["LISTEN_FDNAMES"], "a_b_c");
+        assert_eq!(
+            env["NODE_OPTIONS"],
+            "--require \"/run/rein dir/preload.js\" --max-old-space-size=64"
+        );
+        assert_eq!(env["NODE_PATH"], "/run/rein/modules");
+        assert!(env.contains_key("PATH"));
+        assert!(
+            !env.contains_key("CARGO"),
+            "rein's other variables are not passed"
+        );
+    }
+}
