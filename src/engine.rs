@@ -43,6 +43,8 @@ pub struct ChangeOptions<'a> {
     /// The ETag the client last read; the change is refused if the document moved on since.
     pub if_match: Option<&'a str>,
     pub dry_run: bool,
+    /// The first configuration of this process: applications are not refused for a missing executable.
+    pub startup: bool,
 }
 
 struct Current {
@@ -73,13 +75,17 @@ impl Engine {
             server,
             state,
         };
+        let opts = ChangeOptions {
+            startup: true,
+            ..ChangeOptions::default()
+        };
         engine
             .change(
                 |d| {
                     *d = doc;
                     Ok(())
                 },
-                ChangeOptions::default(),
+                opts,
             )
             .await?;
         Ok(engine)
@@ -123,7 +129,7 @@ impl Engine {
             return Ok(Changed::Unchanged);
         }
         self.server
-            .apply(snapshot)
+            .apply(snapshot, !opts.startup)
             .await
             .map_err(ChangeError::Apply)?;
         if let Some(state) = &self.state
@@ -142,7 +148,7 @@ impl Engine {
     /// Puts the previous document back after a failure that came after it was replaced.
     async fn roll_back(&self, previous: &Value) {
         let restored = match compile(previous) {
-            Ok(snapshot) => self.server.apply(snapshot).await,
+            Ok(snapshot) => self.server.apply(snapshot, false).await,
             Err(e) => Err(e),
         };
         if let Err(e) = restored {

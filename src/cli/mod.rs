@@ -41,6 +41,23 @@ enum Command {
     Status(ControlArgs),
     /// Measure a server under load: throughput, latency percentiles, errors, longest outage.
     Bench(bench::BenchArgs),
+    /// Rolling reload of an application (waits until it is done or abandoned).
+    Reload {
+        /// The application's name
+        name: String,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+    /// Print an application's output (stdout and stderr), optionally following it.
+    Logs {
+        /// The application's name
+        name: String,
+        /// Keep printing what the application writes
+        #[arg(short, long)]
+        follow: bool,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -136,6 +153,15 @@ pub fn main() -> ExitCode {
         Command::Status(control) => client::show(&control.control_addr(), "/status"),
         Command::Config(cmd) => config(cmd),
         Command::Bench(args) => bench::run(args),
+        Command::Reload { name, control } => client::show(
+            &control.control_addr(),
+            &format!("/control/applications/{name}/restart"),
+        ),
+        Command::Logs {
+            name,
+            follow,
+            control,
+        } => logs(&control.state_dir(), &name, follow),
     }
 }
 
@@ -165,6 +191,21 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             None,
             None,
         ),
+    }
+}
+
+/// `rein logs NAME`: the file the supervisor writes the application's output to.
+fn logs(state: &std::path::Path, name: &str, follow: bool) -> ExitCode {
+    let path = state.join("logs").join(format!("{name}.log"));
+    match crate::supervisor::logs::follow(&path, follow) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "rein: cannot read the logs of {name:?} ({}): {e}",
+                path.display()
+            );
+            ExitCode::from(exit::FAILED)
+        }
     }
 }
 

@@ -63,6 +63,7 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
     let opts = ChangeOptions {
         if_match: if_match.as_deref(),
         dry_run,
+        startup: false,
     };
     let result = match method {
         Method::PUT | Method::POST => {

@@ -94,9 +94,15 @@ impl Server {
     }
 
     /// Makes `snapshot` live; on error nothing has changed.
-    pub async fn apply(&self, snapshot: Snapshot) -> Result<(), ConfigError> {
+    ///
+    /// With `check_apps`, an application whose executable cannot be run refuses the change. At start-up it
+    /// does not: a saved configuration is never refused for an app that broke meanwhile; the app is reported
+    /// as failing and retried with back-off instead.
+    pub async fn apply(&self, snapshot: Snapshot, check_apps: bool) -> Result<(), ConfigError> {
         let mut running = self.listeners.lock().await;
-        if let Some(supervisor) = &self.supervisor {
+        if let Some(supervisor) = &self.supervisor
+            && check_apps
+        {
             supervisor.validate(&snapshot.applications)?;
         }
         let access_log = self.open_access_log(&snapshot)?;

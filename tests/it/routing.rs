@@ -566,7 +566,12 @@ fn pass_to_applications_and_upstreams() {
         }),
     );
     let mut c = Conn::open(addr);
-    for (path, status) in [("/app", 503), ("/app-target", 503), ("/up", 502), ("/dyn?name=app", 503)] {
+    for (path, status) in [
+        ("/app", 503),
+        ("/app-target", 503),
+        ("/up", 502),
+        ("/dyn?name=app", 503),
+    ] {
         let r = c.get(path, &[]);
         assert_eq!(r.status, status, "{path}: {r:?}");
         assert!(r.text().contains(&format!("Error {status}")), "{path}");
