@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod apps;
 mod bench;
 mod control;
 mod exec_shim;
