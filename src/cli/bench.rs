@@ -1,5 +1,7 @@
 //! `rein bench`: load generators. `rein bench http TARGET` drives keep-alive connections against a URL or a
-//! Unix socket and prints what it measured ([`crate::bench`] does the work).
+//! Unix socket and prints what it measured ([`crate::bench`] does the work). `rein bench reload APP` and
+//! `rein bench crash APP` drive load through a running rein to one of its applications while it reloads or
+//! loses an instance ([`crate::bench::reload`]).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -7,8 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::exit;
+use super::{ControlArgs, exit};
 use crate::bench::config::{Config, Stop, Target, parse_header, seconds};
+use crate::bench::reload::{self, Trigger};
 use crate::bench::{http, output};
 
 #[derive(Args, Debug)]
@@ -21,6 +24,40 @@ pub struct BenchArgs {
 enum BenchKind {
     /// HTTP/1.1 load: requests per second, latency percentiles, errors by kind, longest outage
     Http(HttpArgs),
+    /// Load through rein to an application during a rolling reload: failures, longest gap, p99 by phase
+    Reload(AppArgs),
+    /// Load through rein to an application while one instance is killed (SIGKILL): failures, time to capacity
+    Crash(AppArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct AppArgs {
+    /// The application's name (in rein's configuration)
+    app: String,
+    /// The URL that reaches the application through rein: http://HOST:PORT/PATH or unix:/PATH/TO.sock:/URI
+    /// [default: the first listener whose pass is applications/APP]
+    #[arg(long)]
+    url: Option<String>,
+    /// Keep-alive connections, each with one request in flight
+    #[arg(short, long, default_value_t = 10)]
+    connections: usize,
+    /// Seconds to run
+    #[arg(short, long, default_value_t = 10.0)]
+    duration: f64,
+    /// Seconds into the run to reload or kill [default: a third of the duration]
+    #[arg(long)]
+    at: Option<f64>,
+    /// Seconds a request may take, connecting included
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Print the report as one JSON object
+    #[arg(long)]
+    json: bool,
+    /// Worker threads [default: one per core]
+    #[arg(long)]
+    threads: Option<usize>,
+    #[command(flatten)]
+    control: ControlArgs,
 }
 
 #[derive(Args, Debug)]
@@ -62,7 +99,51 @@ pub struct HttpArgs {
 pub fn run(args: BenchArgs) -> ExitCode {
     match args.kind {
         BenchKind::Http(args) => bench_http(args),
+        BenchKind::Reload(args) => bench_app(Trigger::Reload, args),
+        BenchKind::Crash(args) => bench_app(Trigger::Crash, args),
     }
+}
+
+fn bench_app(trigger: Trigger, args: AppArgs) -> ExitCode {
+    let config = match app_config(trigger, &args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rein bench {trigger}: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    match reload::run(&config) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", reload::json(&report));
+            } else {
+                print!("{}", reload::human(&report));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rein bench {trigger}: {e}");
+            ExitCode::from(if e.is_unreachable() {
+                exit::UNREACHABLE
+            } else {
+                exit::FAILED
+            })
+        }
+    }
+}
+
+fn app_config(trigger: Trigger, args: &AppArgs) -> Result<reload::Config, String> {
+    let mut config = reload::Config::new(trigger, &args.app, args.control.control_addr());
+    config.target = args.url.as_deref().map(str::parse).transpose()?;
+    config.connections = args.connections;
+    config.duration = seconds(args.duration, "--duration")?;
+    config.at = args.at.map(|a| seconds(a, "--at")).transpose()?;
+    config.timeout = seconds(args.timeout, "--timeout")?;
+    if let Some(threads) = args.threads {
+        config.threads = threads;
+    }
+    config.validate()?;
+    Ok(config)
 }
 
 fn bench_http(args: HttpArgs) -> ExitCode {

@@ -4,6 +4,7 @@ mod harness;
 
 mod apps;
 mod bench;
+mod bench_reload;
 mod control;
 mod exec_shim;
 mod http;
