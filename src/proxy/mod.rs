@@ -40,7 +40,9 @@ pub struct Outgoing<'a> {
 
 /// Forwards a request to `upstream` and returns the answer (or the mapped error).
 pub async fn forward(upstream: &Arc<Upstream>, out: Outgoing<'_>) -> Response<Body> {
-    match try_forward(upstream, out).await {
+    let result = try_forward(upstream, out).await;
+    upstream.count(result.is_ok());
+    match result {
         Ok(response) => response,
         Err(e) => e.into_response(&upstream.name),
     }

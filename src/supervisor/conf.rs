@@ -8,7 +8,7 @@
 //!  "readiness": {"http": "/health", "timeout": 10},
 //!  "stop": {"signal": "SIGTERM", "timeout": 10},
 //!  "restart": {"min_interval": 1, "backoff_max": 30, "max_failures": 5, "stable_after": 10},
-//!  "socket": "unix"}
+//!  "socket": "unix", "memory_limit": "512M"}
 //! ```
 
 use std::path::PathBuf;
@@ -29,6 +29,13 @@ pub enum Readiness {
     Http(String),
 }
 
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    pub max: usize,
+    pub spare: usize,
+    pub idle_timeout: Duration,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppConf {
     pub executable: PathBuf,
@@ -37,7 +44,13 @@ pub struct AppConf {
     pub environment: Vec<(String, String)>,
     pub user: Option<String>,
     pub group: Option<String>,
+    /// Instances to start with (Unit's number, or `spare` of the object form).
     pub processes: usize,
+    /// Unit's `{"max", "spare", "idle_timeout"}`: grow towards `max` while every instance is busy, shrink back
+    /// towards `spare` after `idle_timeout` without a request in flight.
+    pub scale: Option<Scale>,
+    /// An instance whose resident memory exceeds this many bytes is replaced by a rolling restart.
+    pub memory_limit: Option<u64>,
     /// Unit's `limits.timeout`: how long a request may take.
     pub request_timeout: Option<Duration>,
     pub readiness: Readiness,
@@ -60,6 +73,7 @@ const KEYS: &[&str] = &[
     "user",
     "group",
     "processes",
+    "memory_limit",
     "limits",
     "readiness",
     "stop",
@@ -92,6 +106,8 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         user: None,
         group: None,
         processes: 1,
+        scale: None,
+        memory_limit: None,
         request_timeout: None,
         readiness: Readiness::Connect,
         ready_timeout: Duration::from_secs(30),
@@ -111,7 +127,8 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "environment" => conf.environment = environment(value, &p)?,
             "user" => conf.user = Some(string(value, &p)?.to_owned()),
             "group" => conf.group = Some(string(value, &p)?.to_owned()),
-            "processes" => conf.processes = processes(value, &p)?,
+            "processes" => (conf.processes, conf.scale) = processes(value, &p)?,
+            "memory_limit" => conf.memory_limit = Some(bytes(value, &p)?),
             "limits" => conf.request_timeout = limits(value, &p)?,
             "readiness" => readiness(value, &p, &mut conf)?,
             "stop" => stop(value, &p, &mut conf)?,
@@ -150,32 +167,60 @@ fn environment(v: &Value, path: &JsonPath) -> Result<Vec<(String, String)>, Conf
         .collect()
 }
 
-/// A number, or Unit's `{"max", "spare", "idle_timeout"}`: rein starts `max(spare, 1)` instances of that form
-/// (dynamic scaling between `spare` and `max` is not implemented yet).
-fn processes(v: &Value, path: &JsonPath) -> Result<usize, ConfigError> {
-    let n = match v {
-        Value::Object(map) => {
-            known_keys(map, &["max", "spare", "idle_timeout"], path)?;
-            let spare = map
-                .get("spare")
-                .map_or(Ok(1), |s| integer(s, &path.key("spare"), 256))?;
-            if let Some(max) = map.get("max") {
-                let max = integer(max, &path.key("max"), 256)?;
-                if max < spare {
-                    return Err(path.key("max").error("must not be less than \"spare\""));
-                }
-            }
-            if let Some(t) = map.get("idle_timeout") {
-                seconds(t, &path.key("idle_timeout"))?;
-            }
-            spare.max(1)
-        }
-        _ => integer(v, path, 256)?,
+/// A number, or Unit's `{"max", "spare", "idle_timeout"}` (dynamic scaling between `spare` and `max`).
+fn processes(v: &Value, path: &JsonPath) -> Result<(usize, Option<Scale>), ConfigError> {
+    let Value::Object(map) = v else {
+        return match integer(v, path, 256)? {
+            0 => Err(path.error("must be at least 1")),
+            n => Ok((n as usize, None)),
+        };
     };
-    if n == 0 {
-        return Err(path.error("must be at least 1"));
+    known_keys(map, &["max", "spare", "idle_timeout"], path)?;
+    let spare = map
+        .get("spare")
+        .map_or(Ok(0), |s| integer(s, &path.key("spare"), 256))? as usize;
+    let max = match map.get("max") {
+        Some(m) => integer(m, &path.key("max"), 256)? as usize,
+        None => spare.max(1),
+    };
+    if max == 0 || max < spare {
+        return Err(path
+            .key("max")
+            .error("must be at least 1 and not less than \"spare\""));
     }
-    Ok(n as usize)
+    let idle_timeout = match map.get("idle_timeout") {
+        Some(t) => seconds(t, &path.key("idle_timeout"))?,
+        None => Duration::from_secs(15),
+    };
+    // At least one instance always runs, so a first request never waits for a cold start.
+    let start = spare.max(1);
+    Ok((
+        start,
+        Some(Scale {
+            max,
+            spare: start,
+            idle_timeout,
+        }),
+    ))
+}
+
+/// Bytes: a number, or a string with a `K`, `M` or `G` suffix (powers of 1024).
+fn bytes(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
+    if let Some(n) = v.as_u64() {
+        return Ok(n);
+    }
+    let bad = || path.error("must be a number of bytes, or a string such as \"512M\" or \"2G\"");
+    let s = v.as_str().ok_or_else(bad)?.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let factor = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(factor).ok_or_else(bad)
 }
 
 fn limits(v: &Value, path: &JsonPath) -> Result<Option<Duration>, ConfigError> {

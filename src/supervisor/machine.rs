@@ -129,7 +129,6 @@ pub enum Event {
     },
     RespawnDue,
     Reload,
-    #[cfg_attr(not(test), allow(dead_code))] // the runner resizes through `set_policy`
     Resize {
         processes: usize,
     },

@@ -42,6 +42,8 @@ pub struct AppView {
     status: Option<AppStatus>,
     servers: HashMap<InstanceId, Arc<ServerState>>,
     started: HashMap<InstanceId, Instant>,
+    /// Requests answered and failed while the last reload ran.
+    reload_counts: Option<(u64, u64)>,
 }
 
 struct App {
@@ -253,6 +255,8 @@ fn view_json(view: &AppView) -> Value {
         "instances": instances,
         "last_reload": status.last_reload.as_ref().map(|r| json!({
             "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
+            "requests_served": view.reload_counts.map(|c| c.0),
+            "requests_failed": view.reload_counts.map(|c| c.1),
         })),
     })
 }
@@ -268,7 +272,7 @@ fn state_name(state: InstanceState) -> &'static str {
 }
 
 /// Resident memory of a process, from `/proc`.
-fn rss_bytes(pid: u32) -> Option<u64> {
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

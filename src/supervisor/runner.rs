@@ -15,8 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::conf::AppConf;
-use super::machine::{Effect, Event, InstanceId, Machine, Policy, ReloadReport};
+use super::conf::{AppConf, Scale};
+use super::machine::{
+    Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
+};
 use super::spawn::{self, AppSocket, SpawnSpec};
 use super::{AppView, Paths};
 use crate::upstream::conf::ServerAddr;
@@ -31,6 +33,9 @@ pub enum Command {
     /// Stop every instance (gracefully) and end.
     Shutdown(oneshot::Sender<()>),
 }
+
+/// How often memory limits and scaling are looked at.
+const TICK: Duration = Duration::from_secs(1);
 
 /// How long an instance waits to be drained before it is stopped anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,6 +64,12 @@ pub struct Runner {
     respawn: Option<JoinHandle<()>>,
     waiting: Vec<oneshot::Sender<ReloadReport>>,
     view: Arc<Mutex<AppView>>,
+    /// The upstream's outcome counts when the running reload started.
+    reload_base: Option<(u64, u64)>,
+    /// Instances wanted now, between `spare` and `max` when the app scales.
+    target: usize,
+    /// Since when no request has been in flight (for scaling down).
+    idle_since: Instant,
 }
 
 pub fn policy(conf: &AppConf) -> Policy {
@@ -86,6 +97,7 @@ impl Runner {
         let (commands_tx, commands) = mpsc::unbounded_channel();
         let (events, events_rx) = mpsc::unbounded_channel();
         let (machine, effects) = Machine::new(policy(&conf), Instant::now());
+        let target = conf.processes;
         let mut runner = Runner {
             name,
             conf,
@@ -97,6 +109,9 @@ impl Runner {
             respawn: None,
             waiting: Vec::new(),
             view,
+            reload_base: None,
+            target,
+            idle_since: Instant::now(),
         };
         tokio::spawn(async move {
             runner.carry_out(effects);
@@ -111,6 +126,8 @@ impl Runner {
         mut events: mpsc::UnboundedReceiver<Event>,
     ) {
         let mut done: Option<oneshot::Sender<()>> = None;
+        let mut ticks = tokio::time::interval(TICK);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 Some(event) = events.recv() => {
@@ -120,6 +137,7 @@ impl Runner {
                 Some(command) = commands.recv(), if done.is_none() => {
                     done = self.command(command);
                 }
+                _ = ticks.tick(), if done.is_none() => self.tick(),
             }
             self.publish_view();
             if done.is_some() && self.machine.is_idle() {
@@ -136,6 +154,7 @@ impl Runner {
         let effects = match command {
             Command::Update(conf) => {
                 self.conf = *conf;
+                self.target = self.conf.processes;
                 let mut effects = self.machine.set_policy(policy(&self.conf), now);
                 effects.extend(self.machine.handle(Event::Reload, now));
                 effects
@@ -334,6 +353,65 @@ impl Runner {
         }
     }
 
+    /// Once a second: replaces an instance over its memory limit, and scales between `spare` and `max`.
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let status = self.machine.status(now);
+        if status.reloading || status.errored.is_some() {
+            return;
+        }
+        let ready: Vec<&InstanceStatus> = status
+            .instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Ready)
+            .collect();
+        if let Some(limit) = self.conf.memory_limit
+            && let Some((id, rss)) = ready.iter().find_map(|i| {
+                i.pid
+                    .and_then(super::rss_bytes)
+                    .filter(|r| *r > limit)
+                    .map(|r| (i.id, r))
+            })
+        {
+            tracing::warn!(app = %self.name, instance = id, rss, limit, "memory limit exceeded: rolling restart");
+            let effects = self.machine.handle(Event::Reload, now);
+            self.carry_out(effects);
+            return;
+        }
+        if let Some(scale) = self.conf.scale {
+            self.scale(scale, &ready, now);
+        }
+    }
+
+    /// One step at a time: up while every ready instance has a request in flight, down after `idle_timeout`
+    /// without any.
+    fn scale(&mut self, scale: Scale, ready: &[&InstanceStatus], now: Instant) {
+        let in_flight: Vec<u32> = ready
+            .iter()
+            .filter_map(|i| self.instances.get(&i.id).map(|inst| inst.server.active()))
+            .collect();
+        if in_flight.iter().any(|n| *n > 0) {
+            self.idle_since = now;
+        }
+        let busy = !in_flight.is_empty() && in_flight.iter().all(|n| *n > 0);
+        let wanted = if busy && self.target < scale.max {
+            self.target + 1
+        } else if self.target > scale.spare
+            && now.duration_since(self.idle_since) >= scale.idle_timeout
+        {
+            self.idle_since = now;
+            self.target - 1
+        } else {
+            return;
+        };
+        tracing::info!(app = %self.name, from = self.target, to = wanted, "scaling");
+        self.target = wanted;
+        let effects = self
+            .machine
+            .handle(Event::Resize { processes: wanted }, now);
+        self.carry_out(effects);
+    }
+
     fn reload_done(&mut self, report: ReloadReport) {
         if report.ok {
             tracing::info!(app = %self.name, generation = report.generation, took_ms = report.took.as_millis() as u64, "reload done");
@@ -365,7 +443,22 @@ impl Runner {
             .iter()
             .map(|(id, i)| (*id, i.server.clone()))
             .collect();
+        let outcomes = self.upstream.outcomes();
+        let reload_counts = match (status.reloading, self.reload_base) {
+            (true, None) => {
+                self.reload_base = Some(outcomes);
+                None
+            }
+            (false, Some(base)) => {
+                self.reload_base = None;
+                Some((outcomes.0 - base.0, outcomes.1 - base.1))
+            }
+            _ => None,
+        };
         let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        if reload_counts.is_some() {
+            view.reload_counts = reload_counts;
+        }
         view.status = Some(status);
         view.servers = servers;
         view.started = self

@@ -100,6 +100,9 @@ pub struct Upstream {
     balancer: Mutex<Balancer>,
     /// Signalled when a server may have become available.
     pub changed: Notify,
+    /// Requests answered by a server, and requests rein had to answer with an error (502/503/504).
+    answered: AtomicU64,
+    failed: AtomicU64,
 }
 
 impl Upstream {
@@ -111,11 +114,31 @@ impl Upstream {
             members: ArcSwap::from_pointee(members),
             conf,
             changed: Notify::new(),
+            answered: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
         });
         if upstream.conf.active.is_some() {
             tokio::spawn(check::run(Arc::downgrade(&upstream)));
         }
         upstream
+    }
+
+    /// Counts a request's outcome: answered by a server, or failed with a proxy error.
+    pub fn count(&self, answered: bool) {
+        let counter = if answered {
+            &self.answered
+        } else {
+            &self.failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests answered and failed so far.
+    pub fn outcomes(&self) -> (u64, u64) {
+        (
+            self.answered.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
     }
 
     pub fn members(&self) -> Arc<Vec<Member>> {

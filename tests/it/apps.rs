@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::harness::{DEADLINE, Rein, Response, get, read_response, wait_for};
+use crate::harness::{Conn, DEADLINE, Rein, Response, get, read_response, wait_for};
 
 // ----- helpers ---------------------------------------------------------------------------------------
 
@@ -981,4 +981,59 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let pid = *wait_ready(&again, "kept", 1).first().unwrap();
     assert_eq!(get(addr, "/").text(), format!("python:persisted:{pid}"));
+}
+
+#[test]
+fn a_busy_app_scales_up_to_max_and_back_to_spare_when_idle() {
+    let rein = Rein::start();
+    let conf = node_app(
+        "slow.js",
+        &[],
+        json!({"processes": {"max": 3, "spare": 1, "idle_timeout": 0.5}}),
+    );
+    let addr = serve_one(&rein, "slow", conf);
+    wait_ready(&rein, "slow", 1);
+    // Held requests keep every instance busy: rein adds instances, one a second, up to `max`.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let holders: Vec<_> = (0..6)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(addr);
+                let mut codes = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    codes.push(conn.get("/?ms=300", &[]).status);
+                }
+                codes
+            })
+        })
+        .collect();
+    wait_ready(&rein, "slow", 3);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for holder in holders {
+        assert!(holder.join().unwrap().iter().all(|c| *c == 200));
+    }
+    // Idle again: back to `spare`, one step per idle_timeout.
+    wait_ready(&rein, "slow", 1);
+}
+
+#[test]
+fn an_instance_over_its_memory_limit_is_replaced_by_a_rolling_restart() {
+    let rein = Rein::start();
+    // Any Python process is over 1 MB: each check finds it over the limit and rolls the app.
+    let addr = serve_one(
+        &rein,
+        "fat",
+        python_app("fat", &[], json!({"memory_limit": "1M"})),
+    );
+    let first = wait_ready(&rein, "fat", 1);
+    wait_for("a rolling restart for the memory limit", || {
+        let s = status(&rein, "fat");
+        s["last_reload"]["ok"] == true && s["generation"].as_u64().unwrap_or(0) >= 2
+    });
+    wait_for("the first instance to be replaced", || {
+        ready_pids(&rein, "fat").is_disjoint(&first)
+    });
+    assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
+    assert!(rein.log_text().contains("memory limit exceeded"));
 }
