@@ -53,6 +53,8 @@ pub struct AppConf {
     pub memory_limit: Option<u64>,
     /// Unit's `limits.timeout`: how long a request may take.
     pub request_timeout: Option<Duration>,
+    /// Unit's `limits.requests`: an instance that has served this many requests is replaced.
+    pub max_requests: Option<u64>,
     pub readiness: Readiness,
     pub ready_timeout: Duration,
     pub stop_signal: Signal,
@@ -109,6 +111,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         scale: None,
         memory_limit: None,
         request_timeout: None,
+        max_requests: None,
         readiness: Readiness::Connect,
         ready_timeout: Duration::from_secs(30),
         stop_signal: Signal::SIGTERM,
@@ -129,7 +132,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "group" => conf.group = Some(string(value, &p)?.to_owned()),
             "processes" => (conf.processes, conf.scale) = processes(value, &p)?,
             "memory_limit" => conf.memory_limit = Some(bytes(value, &p)?),
-            "limits" => conf.request_timeout = limits(value, &p)?,
+            "limits" => (conf.request_timeout, conf.max_requests) = limits(value, &p)?,
             "readiness" => readiness(value, &p, &mut conf)?,
             "stop" => stop(value, &p, &mut conf)?,
             "restart" => restart(value, &p, &mut conf)?,
@@ -223,17 +226,21 @@ fn bytes(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
     n.checked_mul(factor).ok_or_else(bad)
 }
 
-fn limits(v: &Value, path: &JsonPath) -> Result<Option<Duration>, ConfigError> {
+fn limits(v: &Value, path: &JsonPath) -> Result<(Option<Duration>, Option<u64>), ConfigError> {
     let map = object(v, path)?;
     known_keys(map, &["timeout", "requests"], path)?;
-    if map.contains_key("requests") {
-        return Err(path
-            .key("requests")
-            .error("is not supported yet (restarting an instance after N requests)"));
-    }
-    map.get("timeout")
+    let timeout = map
+        .get("timeout")
         .map(|t| seconds(t, &path.key("timeout")))
-        .transpose()
+        .transpose()?;
+    let requests = match map.get("requests") {
+        Some(r) => match integer(r, &path.key("requests"), u64::MAX)? {
+            0 => return Err(path.key("requests").error("must be at least 1")),
+            n => Some(n),
+        },
+        None => None,
+    };
+    Ok((timeout, requests))
 }
 
 fn readiness(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigError> {

@@ -353,7 +353,8 @@ impl Runner {
         }
     }
 
-    /// Once a second: replaces an instance over its memory limit, and scales between `spare` and `max`.
+    /// Once a second: replaces instances over their memory or request limit (by a rolling restart), and
+    /// scales between `spare` and `max`.
     fn tick(&mut self) {
         let now = Instant::now();
         let status = self.machine.status(now);
@@ -374,6 +375,18 @@ impl Runner {
             })
         {
             tracing::warn!(app = %self.name, instance = id, rss, limit, "memory limit exceeded: rolling restart");
+            let effects = self.machine.handle(Event::Reload, now);
+            self.carry_out(effects);
+            return;
+        }
+        if let Some(limit) = self.conf.max_requests
+            && let Some(id) = ready.iter().map(|i| i.id).find(|id| {
+                self.instances
+                    .get(id)
+                    .is_some_and(|inst| inst.server.requests() >= limit)
+            })
+        {
+            tracing::info!(app = %self.name, instance = id, limit, "request limit reached: rolling restart");
             let effects = self.machine.handle(Event::Reload, now);
             self.carry_out(effects);
             return;

@@ -1037,3 +1037,23 @@ fn an_instance_over_its_memory_limit_is_replaced_by_a_rolling_restart() {
     assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
     assert!(rein.log_text().contains("memory limit exceeded"));
 }
+
+#[test]
+fn an_instance_that_served_its_request_limit_is_replaced() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "lim",
+        python_app("lim", &[], json!({"limits": {"requests": 5}})),
+    );
+    let first = wait_ready(&rein, "lim", 1);
+    let mut conn = Conn::open(addr);
+    for _ in 0..5 {
+        assert_eq!(conn.get("/", &[]).status, 200);
+    }
+    wait_for("a replacement after 5 requests", || {
+        let pids = ready_pids(&rein, "lim");
+        !pids.is_empty() && pids.is_disjoint(&first)
+    });
+    assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
+}
