@@ -18,6 +18,7 @@ use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
 use super::spawn::SocketKind;
+use super::watch::{self, WatchConf};
 use crate::config::walk::{integer, known_keys, object, seconds, string, strings};
 use crate::config::{ConfigError, JsonPath};
 
@@ -51,6 +52,8 @@ pub struct AppConf {
     pub scale: Option<Scale>,
     /// An instance whose resident memory exceeds this many bytes is replaced by a rolling restart.
     pub memory_limit: Option<u64>,
+    /// Files whose changes trigger a rolling reload.
+    pub watch: Option<WatchConf>,
     /// Unit's `limits.timeout`: how long a request may take.
     pub request_timeout: Option<Duration>,
     /// Unit's `limits.requests`: an instance that has served this many requests is replaced.
@@ -76,6 +79,7 @@ const KEYS: &[&str] = &[
     "group",
     "processes",
     "memory_limit",
+    "watch",
     "limits",
     "readiness",
     "stop",
@@ -110,6 +114,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         processes: 1,
         scale: None,
         memory_limit: None,
+        watch: None,
         request_timeout: None,
         max_requests: None,
         readiness: Readiness::Connect,
@@ -145,6 +150,14 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             }
             _ => {}
         }
+    }
+    // After the loop: relative watch paths resolve against the working directory, wherever it was written.
+    if let Some(w) = map.get("watch") {
+        conf.watch = Some(watch::compile(
+            w,
+            &path.key("watch"),
+            conf.working_directory.as_deref(),
+        )?);
     }
     Ok(conf)
 }

@@ -12,6 +12,7 @@ mod machine;
 mod ready;
 mod runner;
 pub mod spawn;
+pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -77,9 +78,20 @@ impl Supervisor {
         self.apps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Checks what only the filesystem can tell: each executable exists and can be run.
+    /// Checks what only the filesystem can tell: each executable exists and can be run, and each watched
+    /// path exists.
     pub fn validate(&self, apps: &BTreeMap<String, AppConf>) -> Result<(), ConfigError> {
         for (name, conf) in apps {
+            let app_path = JsonPath::root().key("applications").key(name);
+            if let Some(missing) = conf
+                .watch
+                .iter()
+                .flat_map(|w| &w.paths)
+                .find(|p| !p.exists())
+            {
+                let at = app_path.key("watch").key("paths");
+                return Err(at.error(format!("{} does not exist", missing.display())));
+            }
             spawn::check_executable(
                 &conf.executable,
                 conf.working_directory.as_deref(),

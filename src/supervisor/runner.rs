@@ -20,6 +20,7 @@ use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
 };
 use super::spawn::{self, AppSocket, SpawnSpec};
+use super::watch;
 use super::{AppView, Paths};
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::{Member, ServerState, Upstream};
@@ -70,6 +71,8 @@ pub struct Runner {
     target: usize,
     /// Since when no request has been in flight (for scaling down).
     idle_since: Instant,
+    /// Watches the app's files (`watch`); dropped (stopped) with the runner or on a change of `watch`.
+    watcher: Option<watch::Watcher>,
 }
 
 pub fn policy(conf: &AppConf) -> Policy {
@@ -112,7 +115,9 @@ impl Runner {
             reload_base: None,
             target,
             idle_since: Instant::now(),
+            watcher: None,
         };
+        runner.start_watching();
         tokio::spawn(async move {
             runner.carry_out(effects);
             runner.run(commands, events_rx).await;
@@ -153,8 +158,12 @@ impl Runner {
         let now = Instant::now();
         let effects = match command {
             Command::Update(conf) => {
+                let rewatch = conf.watch != self.conf.watch;
                 self.conf = *conf;
                 self.target = self.conf.processes;
+                if rewatch {
+                    self.start_watching();
+                }
                 let mut effects = self.machine.set_policy(policy(&self.conf), now);
                 effects.extend(self.machine.handle(Event::Reload, now));
                 effects
@@ -350,6 +359,25 @@ impl Runner {
         };
         if let Err(e) = spawn::signal_group(pid, signal) {
             tracing::debug!(app = %self.name, instance = id, pid, %e, "signal not delivered");
+        }
+    }
+
+    /// (Re)starts watching the configured files: a change becomes a rolling reload, never a hard restart.
+    fn start_watching(&mut self) {
+        self.watcher = None;
+        let Some(conf) = &self.conf.watch else {
+            return;
+        };
+        let (events, name) = (self.events.clone(), self.name.clone());
+        let started = watch::start(conf, move |changed| {
+            tracing::info!(app = %name, file = %changed.display(), "file changed: rolling reload");
+            let _ = events.send(Event::Reload);
+        });
+        match started {
+            Ok(w) => self.watcher = Some(w),
+            Err(e) => {
+                tracing::error!(app = %self.name, error = %e, "cannot watch the application's files")
+            }
         }
     }
 

@@ -1057,3 +1057,38 @@ fn an_instance_that_served_its_request_limit_is_replaced() {
     });
     assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
 }
+
+#[test]
+fn a_change_to_a_watched_file_is_a_rolling_reload() {
+    let rein = Rein::start();
+    let watched = rein.dir.path().join("src");
+    std::fs::create_dir_all(watched.join("node_modules")).unwrap();
+    std::fs::write(watched.join("app.txt"), "v1").unwrap();
+    let watch = json!({"watch": {"paths": [watched], "ignore": ["node_modules"], "debounce": 0.2}});
+    let addr = serve_one(&rein, "w", python_app("w", &[], watch));
+    let first = wait_ready(&rein, "w", 1);
+    // Ignored: no reload.
+    std::fs::write(watched.join("node_modules/x.js"), "x").unwrap();
+    std::fs::write(watched.join("app.txt"), "v2").unwrap();
+    wait_for("the reload after the change", || {
+        let s = status(&rein, "w");
+        s["last_reload"]["ok"] == true && ready_pids(&rein, "w").is_disjoint(&first)
+    });
+    assert_eq!(
+        status(&rein, "w")["generation"],
+        2,
+        "one reload for the burst, none for node_modules"
+    );
+    assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
+    // A watched path that does not exist is refused with its JSON path.
+    let bad = python_app("w", &[], json!({"watch": {"paths": ["/nonexistent/dir"]}}));
+    let (code, body) = rein.api("PUT", "/config/applications/w", Some(&bad.to_string()));
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("applications/w/watch/paths"),
+        "{body}"
+    );
+}
