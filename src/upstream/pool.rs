@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use hyper::client::conn::http1::{self, SendRequest};
@@ -20,10 +21,20 @@ const MAX_IDLE: usize = 256;
 
 pub type Sender = SendRequest<Body>;
 
+/// An idle connection, the moment it became idle, and the thread that last used it.
+struct Idle {
+    sender: Sender,
+    since: Instant,
+    thread: ThreadId,
+}
+
+/// How many of the most recent idle connections `take` looks through for one last used on its own thread.
+const AFFINITY_WINDOW: usize = 16;
+
 /// Idle connections, oldest first.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<VecDeque<(Sender, Instant)>>,
+    idle: Mutex<VecDeque<Idle>>,
 }
 
 impl Pool {
@@ -35,13 +46,28 @@ impl Pool {
         // Expired connections gather at the front; dropping them there is cheap.
         while idle
             .front()
-            .is_some_and(|(_, since)| now.duration_since(*since) >= idle_timeout)
+            .is_some_and(|i| now.duration_since(i.since) >= idle_timeout)
         {
             idle.pop_front();
         }
-        while let Some((sender, _)) = idle.pop_back() {
-            if !sender.is_closed() {
-                return Some(sender);
+        // A connection last used on this thread has its driving task here too: taking it spares a wake-up
+        // across worker threads on every exchange.
+        let here = std::thread::current().id();
+        let local = idle
+            .iter()
+            .rev()
+            .take(AFFINITY_WINDOW)
+            .position(|i| i.thread == here)
+            .map(|from_back| idle.len() - 1 - from_back);
+        if let Some(at) = local
+            && let Some(i) = idle.remove(at)
+            && !i.sender.is_closed()
+        {
+            return Some(i.sender);
+        }
+        while let Some(i) = idle.pop_back() {
+            if !i.sender.is_closed() {
+                return Some(i.sender);
             }
         }
         None
@@ -56,7 +82,11 @@ impl Pool {
         if idle.len() >= MAX_IDLE {
             idle.pop_front();
         }
-        idle.push_back((sender, Instant::now()));
+        idle.push_back(Idle {
+            sender,
+            since: Instant::now(),
+            thread: std::thread::current().id(),
+        });
     }
 
     pub fn idle_count(&self) -> usize {
