@@ -295,7 +295,8 @@ async fn exchange(shared: &Shared, conn: &mut Option<Conn>) -> Result<http::Stat
     Ok(status)
 }
 
-fn classify(e: &hyper::Error) -> Failure {
+/// The kind of failure a hyper client error stands for.
+pub(super) fn classify(e: &hyper::Error) -> Failure {
     if e.is_timeout() {
         Failure::Timeout
     } else if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() || e.is_user() {
@@ -307,14 +308,14 @@ fn classify(e: &hyper::Error) -> Failure {
 }
 
 /// Where to connect, resolved once.
-enum Endpoint {
+pub(super) enum Endpoint {
     Tcp(std::net::SocketAddr),
     Unix(PathBuf),
 }
 
 impl Endpoint {
     /// Resolves the target and opens (then drops) one connection; the address that answered is kept.
-    async fn probe(target: &Target) -> io::Result<Endpoint> {
+    pub(super) async fn probe(target: &Target) -> io::Result<Endpoint> {
         match target {
             Target::Unix { socket, .. } => {
                 UnixStream::connect(socket).await?;

@@ -32,6 +32,7 @@ use tokio::task::AbortHandle;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 
 use super::config::Target;
+use super::http::{Endpoint, classify};
 use super::report::{Errors, Failure, Latency, Recorder, micros};
 use crate::control::ControlAddr;
 
@@ -713,9 +714,7 @@ async fn exchange(load: &Load, conn: &mut Option<Conn>) -> Result<StatusCode, Fa
     let mut c = match reuse {
         Some(c) => c,
         None => {
-            let mut c = load
-                .endpoint
-                .connect()
+            let mut c = connect(&load.endpoint)
                 .await
                 .map_err(|_| Failure::Connect)?;
             c.sender.ready().await.map_err(|e| classify(&e))?;
@@ -735,52 +734,15 @@ async fn exchange(load: &Load, conn: &mut Option<Conn>) -> Result<StatusCode, Fa
     Ok(status)
 }
 
-fn classify(e: &hyper::Error) -> Failure {
-    if e.is_timeout() {
-        Failure::Timeout
-    } else if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() || e.is_user() {
-        Failure::Other
-    } else {
-        Failure::Reset
-    }
-}
-
-/// Where the load connects, resolved once.
-enum Endpoint {
-    Tcp(std::net::SocketAddr),
-    Unix(PathBuf),
-}
-
-impl Endpoint {
-    async fn probe(target: &Target) -> io::Result<Endpoint> {
-        match target {
-            Target::Unix { socket, .. } => {
-                UnixStream::connect(socket).await?;
-                Ok(Endpoint::Unix(socket.clone()))
-            }
-            Target::Tcp { host, port, .. } => {
-                let mut last =
-                    io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
-                for addr in tokio::net::lookup_host((host.as_str(), *port)).await? {
-                    match TcpStream::connect(addr).await {
-                        Ok(_) => return Ok(Endpoint::Tcp(addr)),
-                        Err(e) => last = e,
-                    }
-                }
-                Err(last)
-            }
+/// Opens a keep-alive connection to the endpoint the load was probed on.
+async fn connect(endpoint: &Endpoint) -> io::Result<Conn> {
+    match endpoint {
+        Endpoint::Tcp(addr) => {
+            let s = TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            Conn::handshake(s).await
         }
-    }
-
-    async fn connect(&self) -> io::Result<Conn> {
-        match self {
-            Endpoint::Tcp(addr) => {
-                let s = TcpStream::connect(addr).await?;
-                s.set_nodelay(true)?;
-                Conn::handshake(s).await
-            }
-            Endpoint::Unix(path) => Conn::handshake(UnixStream::connect(path).await?).await,
-        }
+        Endpoint::Unix(path) => Conn::handshake(UnixStream::connect(path).await?).await,
     }
 }
 
