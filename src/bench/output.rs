@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::http::Progress;
-use super::report::Report;
+use super::report::{Errors, Report};
 
 /// The report as aligned lines, ending with a newline.
 pub fn human(r: &Report) -> String {
@@ -20,29 +20,7 @@ pub fn human(r: &Report) -> String {
     line("duration", format!("{:.2}s", r.duration_s));
     line("requests", r.requests.to_string());
     line("successes", format!("{}  ({:.1}/s)", r.successes, r.rps));
-    let e = &r.errors;
-    let mut kinds = Vec::new();
-    for (name, n) in [
-        ("connect", e.connect),
-        ("reset", e.reset),
-        ("timeout", e.timeout),
-        ("other", e.other),
-    ] {
-        if n > 0 {
-            kinds.push(format!("{name} {n}"));
-        }
-    }
-    for (code, n) in &e.status {
-        kinds.push(format!("status {code}: {n}"));
-    }
-    line(
-        "errors",
-        if kinds.is_empty() {
-            "0".to_owned()
-        } else {
-            format!("{}  ({})", e.total, kinds.join(", "))
-        },
-    );
+    line("errors", errors(&r.errors));
     let l = &r.latency_us;
     line(
         "latency",
@@ -113,6 +91,29 @@ pub fn bytes(n: u64) -> String {
         unit += 1;
     }
     format!("{x:.1} {}", UNITS[unit])
+}
+
+/// `0`, or `12  (reset 10, status 502: 2)`: the total, then each kind that occurred.
+pub(super) fn errors(e: &Errors) -> String {
+    let mut kinds = Vec::new();
+    for (name, n) in [
+        ("connect", e.connect),
+        ("reset", e.reset),
+        ("timeout", e.timeout),
+        ("other", e.other),
+    ] {
+        if n > 0 {
+            kinds.push(format!("{name} {n}"));
+        }
+    }
+    for (code, n) in &e.status {
+        kinds.push(format!("status {code}: {n}"));
+    }
+    if kinds.is_empty() {
+        "0".to_owned()
+    } else {
+        format!("{}  ({})", e.total, kinds.join(", "))
+    }
 }
 
 #[cfg(test)]

@@ -817,7 +817,7 @@ pub fn human(r: &Report) -> String {
         "requests",
         format!("{}  ({:.1} successful/s)", r.requests, r.rps),
     );
-    line("failed", errors(&r.errors));
+    line("failed", super::output::errors(&r.errors));
     let l = &r.latency_us;
     line(
         "latency",
@@ -887,29 +887,6 @@ pub fn human(r: &Report) -> String {
         );
     }
     out
-}
-
-/// `0`, or `12  (reset 10, status 502: 2)`.
-fn errors(e: &Errors) -> String {
-    let mut kinds = Vec::new();
-    for (name, n) in [
-        ("connect", e.connect),
-        ("reset", e.reset),
-        ("timeout", e.timeout),
-        ("other", e.other),
-    ] {
-        if n > 0 {
-            kinds.push(format!("{name} {n}"));
-        }
-    }
-    for (code, n) in &e.status {
-        kinds.push(format!("status {code}: {n}"));
-    }
-    if kinds.is_empty() {
-        "0".to_owned()
-    } else {
-        format!("{}  ({})", e.total, kinds.join(", "))
-    }
 }
 
 /// The report as one line of JSON.

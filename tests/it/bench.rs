@@ -3,73 +3,11 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{DEADLINE, Rein};
-
-/// What one `rein bench` run left.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        assert_eq!(self.code, Some(0), "rein bench failed: {}", self.stderr);
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.stdout))
-    }
-}
-
-/// Runs `rein bench ARGS`, killing it (and failing) past the deadline.
-fn bench(args: &[&str]) -> Run {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .arg("bench")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rein bench");
-    // The output is small: it fits the pipes while we wait.
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("rein bench {args:?} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let took = started.elapsed();
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    Run {
-        code: status.code(),
-        stdout,
-        stderr,
-        took,
-    }
-}
+use crate::harness::{Rein, rein_bench as bench};
 
 fn url(addr: SocketAddr, path: &str) -> String {
     format!("http://{addr}{path}")

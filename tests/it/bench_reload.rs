@@ -1,74 +1,11 @@
 //! `rein bench reload APP` and `rein bench crash APP`: the real binary against a real rein running a
 //! two-instance Node.js application (`tests/apps/hello.js`), through a real listener.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
-use crate::harness::{DEADLINE, Rein, wait_for};
+use crate::harness::{Rein, rein_bench as bench, wait_for};
 
 const HELLO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps/hello.js");
-
-/// What one `rein bench` run left.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        assert_eq!(self.code, Some(0), "rein bench failed: {}", self.stderr);
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.stdout))
-    }
-}
-
-/// Runs `rein bench ARGS`, killing it (and failing) past the deadline.
-fn bench(args: &[&str]) -> Run {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .arg("bench")
-        .args(args)
-        .env_remove("REIN_CONTROL")
-        .env_remove("REIN_STATE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rein bench");
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("rein bench {args:?} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    Run {
-        code: status.code(),
-        stdout,
-        stderr,
-    }
-}
 
 /// rein with the hello app (`processes` instances) behind a listener passing to `pass`, all instances ready.
 fn rein_with_app(processes: u32, pass: &str) -> Rein {

@@ -369,3 +369,67 @@ pub fn file(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
     std::fs::write(&p, contents).unwrap();
     p
 }
+
+/// What one `rein bench` run left.
+pub struct BenchRun {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+impl BenchRun {
+    pub fn json(&self) -> Value {
+        assert_eq!(self.code, Some(0), "rein bench failed: {}", self.stderr);
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.stdout))
+    }
+}
+
+/// Runs `rein bench ARGS` (with no REIN_CONTROL/REIN_STATE from the environment), killing it (and failing)
+/// past the deadline.
+pub fn rein_bench(args: &[&str]) -> BenchRun {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .arg("bench")
+        .args(args)
+        .env_remove("REIN_CONTROL")
+        .env_remove("REIN_STATE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rein bench");
+    // The output is small: it fits the pipes while we wait.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rein bench {args:?} did not finish within {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = started.elapsed();
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    BenchRun {
+        code: status.code(),
+        stdout,
+        stderr,
+        took,
+    }
+}
