@@ -441,3 +441,340 @@ def install_signal_handlers():
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
+
+
+# ============================================================================================================
+# Added for bench/run-all (the comparison suite); the pieces static-file and proxy share with it live here too.
+# ============================================================================================================
+
+# --------------------------------------------------------------------------------------------- process trees
+
+
+def descendants(pid):
+    """Every live descendant of `pid` (children, grandchildren, ...), following /proc's children lists, so
+    processes that left the group or the session (Passenger's agents, a daemon's workers) are still found."""
+    out, todo, seen = [], [pid], {pid}
+    while todo:
+        for kid in children_of(todo.pop()):
+            if kid not in seen:
+                seen.add(kid)
+                out.append(kid)
+                todo.append(kid)
+    return out
+
+
+def start_time(pid):
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): with the pid, it
+    identifies a process, so a recycled pid is never mistaken for one we started."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def identify(pids):
+    """[(pid, start_time)] of those still alive."""
+    out = []
+    for p in pids:
+        try:
+            out.append((p, start_time(p)))
+        except OSError:
+            pass
+    return out
+
+
+def kill_identified(ids, sig=signal.SIGKILL):
+    """Sends `sig` to each (pid, start_time) that is still that same process."""
+    for pid, st in ids:
+        try:
+            if start_time(pid) == st:
+                os.kill(pid, sig)
+        except (OSError, ValueError):
+            pass
+
+
+def memory_of(pids):
+    """kB summed over `pids` (VmRSS, VmHWM, Pss, Threads) and how many were counted."""
+    total = {"VmRSS": 0, "VmHWM": 0, "Pss": 0, "Threads": 0, "processes": 0}
+    for pid in pids:
+        try:
+            st = proc_status(pid)
+        except OSError:
+            continue
+        total["processes"] += 1
+        for k in ("VmRSS", "VmHWM", "Pss", "Threads"):
+            total[k] += st.get(k, 0)
+    return total
+
+
+def cpu_of(pids):
+    t = 0.0
+    for pid in pids:
+        try:
+            t += cpu_seconds(pid)
+        except OSError:
+            pass
+    return t
+
+
+def wait_until(what, check, deadline_s, interval=0.02):
+    """Polls `check()` until it returns something other than None/False (returned), or raises BenchError
+    naming `what` after `deadline_s` seconds. Exceptions from `check` (OSError: not up yet) count as not yet."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while True:
+        try:
+            r = check()
+            if r not in (None, False):
+                return r
+        except (OSError, ValueError) as e:
+            last = e
+        if time.monotonic() >= deadline:
+            raise BenchError(f"{what}: not within {deadline_s:g}s" + (f" (last error: {last})" if last else ""))
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------------------------- HTTP over sockets
+
+
+def http_request(method, path, port=None, unix=None, body=None, timeout=10.0, headers=()):
+    """One HTTP/1.1 request with Connection: close over TCP (127.0.0.1:port) or a Unix socket; returns
+    (status, headers_text, body_bytes). The body is read to EOF (chunked bodies are de-chunked)."""
+    if unix:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(unix)
+        except OSError:
+            s.close()
+            raise
+    else:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    data = body.encode() if isinstance(body, str) else (body or b"")
+    head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    for h in headers:
+        head += h + "\r\n"
+    if data or method in ("PUT", "POST"):
+        head += f"Content-Length: {len(data)}\r\n"
+    with s:
+        s.sendall(head.encode() + b"\r\n" + data)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    hd, _, rest = buf.partition(b"\r\n\r\n")
+    status = int(hd.split(b" ", 2)[1]) if hd.startswith(b"HTTP/") else 0
+    if re.search(rb"(?im)^transfer-encoding:\s*chunked", hd):
+        out, i = b"", 0
+        while True:
+            j = rest.find(b"\r\n", i)
+            if j < 0:
+                break
+            size = int(rest[i:j].split(b";")[0] or b"0", 16)
+            if size == 0:
+                break
+            out += rest[j + 2:j + 2 + size]
+            i = j + 2 + size + 2
+        rest = out
+    return status, hd.decode(errors="replace"), rest
+
+
+def control(sock, method, path, doc=None, timeout=30.0):
+    """A request to rein's control API on its Unix socket; returns (status, parsed JSON or text)."""
+    import json as _json
+    body = None if doc is None else (doc if isinstance(doc, str) else _json.dumps(doc))
+    status, _, data = http_request(method, path, unix=sock, body=body, timeout=timeout)
+    try:
+        return status, _json.loads(data)
+    except ValueError:
+        return status, data.decode(errors="replace")
+
+
+# --------------------------------------------------------------------------------------------- nginx configs
+
+
+def nginx_common_http(tmp, static=False):
+    """The http-level settings every bench nginx uses (static-file's and proxy's): no access log, keep-alive
+    without a request limit, temp paths inside the temp dir; `static` adds sendfile/tcp_nopush."""
+    extra = "\n    sendfile on;\n    tcp_nopush on;" if static else ""
+    return f"""    access_log off;{extra}
+    tcp_nodelay on;
+    keepalive_requests 10000000;
+    keepalive_timeout 180s;
+    default_type text/plain;
+    client_body_temp_path {tmp}/nginx-tmp/body;
+    proxy_temp_path {tmp}/nginx-tmp/proxy;
+    fastcgi_temp_path {tmp}/nginx-tmp/fastcgi;
+    uwsgi_temp_path {tmp}/nginx-tmp/uwsgi;
+    scgi_temp_path {tmp}/nginx-tmp/scgi;"""
+
+
+def nginx_conf(tmp, name, workers, http_body, static=False, comment="bench"):
+    """A whole nginx.conf for a private nginx (daemon off, pid/logs in `tmp`, prefix `tmp`) whose http block
+    is the common settings plus `http_body` (upstreams and servers)."""
+    os.makedirs(os.path.join(tmp, "nginx-tmp"), exist_ok=True)
+    return f"""# generated by {comment}
+worker_processes {workers};
+daemon off;
+master_process on;
+pid {tmp}/{name}.pid;
+error_log {tmp}/{name}-error.log warn;
+worker_rlimit_nofile 65536;
+
+events {{
+    worker_connections 8192;
+}}
+
+http {{
+{nginx_common_http(tmp, static)}
+
+{http_body}
+}}
+"""
+
+
+def nginx_upstream(name, servers, keepalive=64):
+    lines = "\n".join(f"        server {s};" for s in servers)
+    return f"""    upstream {name} {{
+{lines}
+        keepalive {keepalive};
+        keepalive_requests 10000000;
+    }}"""
+
+
+def nginx_proxy_server(port, upstream):
+    """A server proxying everything to `upstream` with pooled HTTP/1.1 connections (as bench/proxy does)."""
+    return f"""    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}"""
+
+
+def nginx_static_server(port, root):
+    return f"""    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}"""
+
+
+def nginx_return_server(listen, body="hello\\n"):
+    """A backend answering 200 `body` on every path (`listen`: a list of nginx listen arguments)."""
+    ls = "\n".join(f"        listen {x};" for x in listen)
+    return f"""    server {{
+{ls}
+        location / {{
+            return 200 "{body}";
+        }}
+    }}"""
+
+
+def nginx_server(nginx_bin, tmp, name, conf_text, port, ready, cpus=None):
+    """Writes `conf_text` to TMP/NAME.conf and returns a Server running that nginx in the foreground."""
+    path = os.path.join(tmp, f"{name}.conf")
+    with open(path, "w") as f:
+        f.write(conf_text)
+    return Server(name, [nginx_bin, "-p", tmp + "/", "-c", path, "-e", os.path.join(tmp, f"{name}-error.log")],
+                  port, tmp, ready, cpus)
+
+
+def rein_static_conf(port, www):
+    """rein serving `www` on 127.0.0.1:port (static-file's configuration)."""
+    return {"listeners": {f"127.0.0.1:{port}": {"pass": "routes"}},
+            "routes": [{"action": {"share": www + "$uri"}}]}
+
+
+def rein_upstream_conf(port, name, servers):
+    """rein passing 127.0.0.1:port to a `name` upstream over `servers` (proxy's configuration, any count)."""
+    return {"listeners": {f"127.0.0.1:{port}": {"pass": f"upstreams/{name}"}},
+            "upstreams": {name: {"servers": {s: {} for s in servers}}}}
+
+
+# --------------------------------------------------------------------------------------------- other load tools
+
+
+def parse_ab(out):
+    """ab's report: requests per second, the percentiles it prints, failed and non-2xx requests."""
+    res = {}
+    m = re.search(r"Requests per second:\s+([\d.]+)", out)
+    if not m:
+        raise BenchError(f"no 'Requests per second' in ab output:\n{out[-2000:]}")
+    res["rps"] = float(m.group(1))
+    for pct in ("50", "90", "99"):
+        m = re.search(rf"^\s+{pct}%\s+(\d+)", out, re.M)
+        if m:
+            res[f"p{pct}_ms"] = float(m.group(1))  # ab prints whole milliseconds
+    m = re.search(r"Time per request:\s+([\d.]+) \[ms\] \(mean\)", out)
+    res["mean_ms"] = float(m.group(1)) if m else None
+    m = re.search(r"Complete requests:\s+(\d+)", out)
+    res["requests"] = int(m.group(1)) if m else None
+    m = re.search(r"Failed requests:\s+(\d+)", out)
+    res["failed"] = int(m.group(1)) if m else 0
+    m = re.search(r"Non-2xx responses:\s+(\d+)", out)
+    res["non_2xx"] = int(m.group(1)) if m else 0
+    m = re.search(r"Keep-Alive requests:\s+(\d+)", out)
+    res["keepalive_requests"] = int(m.group(1)) if m else 0
+    return res
+
+
+def run_ab(ab, url, n, c, keepalive=True, timeout=120):
+    cmd = [ab, "-n", str(n), "-c", str(c)] + (["-k"] if keepalive else []) + ["-r", url]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    RUNNING.append(p)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        raise BenchError(f"ab did not finish within {timeout}s:\n{out[-1000:]}")
+    finally:
+        if p in RUNNING:
+            RUNNING.remove(p)
+    if p.returncode != 0:
+        raise BenchError(f"ab failed ({p.returncode}):\n{out[-2000:]}")
+    res = parse_ab(out)
+    res["command"] = " ".join(cmd)
+    res["raw"] = out
+    return res
+
+
+def start_rein_bench_http(rein, url, conns, duration, timeout=10):
+    """Starts `rein bench http --json` (closed loop, keep-alive) in the background; finish_rein_bench() reads it."""
+    cmd = [rein, "bench", "http", "-c", str(conns), "-d", str(duration), "--timeout", str(timeout), "--json", url]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.bench_cmd = cmd
+    p.bench_t0 = time.monotonic()
+    RUNNING.append(p)
+    return p
+
+
+def finish_rein_bench(p, timeout=120):
+    import json as _json
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise BenchError(f"rein bench http did not finish within {timeout}s")
+    finally:
+        if p in RUNNING:
+            RUNNING.remove(p)
+    if p.returncode != 0:
+        raise BenchError(f"rein bench http failed ({p.returncode}): {err.strip()[-1000:]}")
+    try:
+        res = _json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise BenchError(f"rein bench http printed no JSON: {out[-500:]} {err[-500:]}")
+    res["command"] = " ".join(p.bench_cmd)
+    return res
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    import statistics as _st
+    return _st.median(xs)

@@ -1,0 +1,1 @@
+"""bench/run-all's scenarios and the pieces they share (see bench/run-all and bench/README.md)."""
