@@ -29,7 +29,8 @@ pub struct Snapshot {
     /// `applications`, run by the supervisor.
     pub applications: BTreeMap<String, AppConf>,
     pub upstreams: BTreeMap<String, UpstreamConf>,
-    /// The targets of `proxy` actions, each a one-server upstream, by URL.
+    /// The targets of `proxy` actions, each a one-server upstream, by URL, and those of `fastcgi` actions by
+    /// `fastcgi:ADDRESS`.
     pub proxies: BTreeMap<String, UpstreamConf>,
 }
 
@@ -62,7 +63,8 @@ pub struct Listener {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PassTarget {
     Route(String),
-    Application(String),
+    /// An application, and one of its `targets`.
+    Application(String, Option<String>),
     Upstream(String),
 }
 
@@ -96,6 +98,32 @@ pub enum ActionKind {
     },
     Share(Box<Share>),
     Proxy(String),
+    FastCgi(Box<FastCgi>),
+}
+
+/// The `fastcgi` action.
+pub struct FastCgi {
+    pub server: FastCgiServer,
+    pub target: crate::scripts::PhpTarget,
+    /// Extra parameters passed to every script (`params`).
+    pub params: Vec<(String, String)>,
+}
+
+pub enum FastCgiServer {
+    /// One server, reached through the one-server upstream under [`FastCgiServer::key`] in `proxies`.
+    Address(crate::upstream::conf::ServerAddr),
+    /// `upstreams/NAME`.
+    Upstream(String),
+}
+
+impl FastCgiServer {
+    /// Where its upstream is found: `proxies` for an address, `named` for an upstream.
+    pub fn key(&self) -> String {
+        match self {
+            FastCgiServer::Address(addr) => format!("fastcgi:{addr}"),
+            FastCgiServer::Upstream(name) => name.clone(),
+        }
+    }
 }
 
 pub struct Share {

@@ -3,10 +3,12 @@
 //! The whole document is compiled before anything is applied, so an error anywhere leaves the running
 //! configuration untouched.
 
+mod fastcgi;
 mod listeners;
 mod routes;
 mod settings;
 
+pub use fastcgi::php_target;
 pub use routes::parse_pass;
 pub use settings::{DEFAULT_LOG_FORMAT, LogCondition};
 
@@ -54,10 +56,9 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         None => None,
     };
     let upstream_names = upstreams.keys().cloned().collect();
-    let app_names = applications.keys().cloned().collect();
     let targets = routes::Targets {
         routes: &routes,
-        applications: &app_names,
+        applications: &applications,
         upstreams: &upstream_names,
     };
     for (name, listener) in &listeners.by_name {

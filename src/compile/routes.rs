@@ -10,7 +10,7 @@ use crate::config::walk::{boolean, integer, known_keys, object, string, strings,
 use crate::config::{ConfigError, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
-use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Route, Share, Step};
+use crate::snapshot::{Action, ActionKind, FastCgiServer, Pass, PassTarget, Route, Share, Step};
 use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
 
@@ -21,6 +21,7 @@ const ACTION_KEYS: &[&str] = &[
     "pass",
     "share",
     "proxy",
+    "fastcgi",
     "return",
     "location",
     "fallback",
@@ -101,7 +102,7 @@ fn step(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Step, ConfigE
 pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action, ConfigError> {
     let map = object(v, path)?;
     known_keys(map, ACTION_KEYS, path)?;
-    let present: Vec<&str> = ["pass", "share", "proxy", "return"]
+    let present: Vec<&str> = ["pass", "share", "proxy", "fastcgi", "return"]
         .into_iter()
         .filter(|k| map.contains_key(*k))
         .collect();
@@ -116,8 +117,19 @@ pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action,
         }
         ["share"] => ActionKind::Share(Box::new(share(map, path, passes)?)),
         ["proxy"] => ActionKind::Proxy(proxy(&map["proxy"], &path.key("proxy"))?),
+        ["fastcgi"] => {
+            let fcgi = super::fastcgi::action(&map["fastcgi"], &path.key("fastcgi"))?;
+            if let FastCgiServer::Upstream(name) = &fcgi.server {
+                let target = PassTarget::Upstream(name.clone());
+                passes.push((Pass::Fixed(target), path.key("fastcgi").key("server")));
+            }
+            ActionKind::FastCgi(Box::new(fcgi))
+        }
         ["return"] => return_action(map, path)?,
-        [] => return Err(path.error("needs one of \"pass\", \"share\", \"proxy\" or \"return\"")),
+        [] => {
+            return Err(path
+                .error("needs one of \"pass\", \"share\", \"proxy\", \"fastcgi\" or \"return\""));
+        }
         _ => return Err(path.error(format!("has more than one of {}", present.join(", ")))),
     };
     if !matches!(kind, ActionKind::Share(_))
@@ -244,6 +256,11 @@ pub fn proxies(routes: &HashMap<String, Arc<Route>>) -> BTreeMap<String, Upstrea
                     out.insert(url.clone(), conf);
                 }
             }
+            ActionKind::FastCgi(fcgi) => {
+                if let FastCgiServer::Address(addr) = &fcgi.server {
+                    out.insert(fcgi.server.key(), UpstreamConf::to_one(addr.clone()));
+                }
+            }
             ActionKind::Share(share) => {
                 if let Some(fallback) = &share.fallback {
                     visit(fallback, out);
@@ -282,9 +299,10 @@ pub fn parse_pass(s: &str) -> Option<PassTarget> {
         ("routes", None, None) => Some(PassTarget::Route(String::new())),
         ("routes", Some(n), None) if !n.is_empty() => Some(PassTarget::Route(n.to_owned())),
         // `applications/NAME/TARGET` names one of an application's targets.
-        ("applications", Some(n), _) if !n.is_empty() => {
-            Some(PassTarget::Application(n.to_owned()))
-        }
+        ("applications", Some(n), target) if !n.is_empty() => Some(PassTarget::Application(
+            n.to_owned(),
+            target.filter(|t| !t.is_empty()).map(str::to_owned),
+        )),
         ("upstreams", Some(n), None) if !n.is_empty() => Some(PassTarget::Upstream(n.to_owned())),
         _ => None,
     }
@@ -301,7 +319,7 @@ fn template_str(s: &str, path: &JsonPath) -> Result<Template, ConfigError> {
 /// The names a fixed `pass` may point at.
 pub struct Targets<'a> {
     pub routes: &'a HashMap<String, Arc<Route>>,
-    pub applications: &'a BTreeSet<String>,
+    pub applications: &'a BTreeMap<String, crate::supervisor::conf::AppConf>,
     pub upstreams: &'a BTreeSet<String>,
 }
 
@@ -312,9 +330,13 @@ impl Targets<'_> {
         };
         let (exists, what) = match target {
             PassTarget::Route(n) => (self.routes.contains_key(n), route_label(n)),
-            PassTarget::Application(n) => (
-                self.applications.contains(n),
+            PassTarget::Application(n, None) => (
+                self.applications.contains_key(n),
                 format!("application \"{n}\""),
+            ),
+            PassTarget::Application(n, Some(t)) => (
+                self.applications.get(n).is_some_and(|a| a.has_target(t)),
+                format!("target \"{t}\" of application \"{n}\""),
             ),
             PassTarget::Upstream(n) => (self.upstreams.contains(n), format!("upstream \"{n}\"")),
         };

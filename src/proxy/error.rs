@@ -15,7 +15,7 @@ pub enum ProxyError {
     #[error("{server} failed before answering: {source}")]
     Broken {
         server: String,
-        source: hyper::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("{server} did not answer within {secs:.1} s")]
     Timeout { server: String, secs: f64 },
@@ -26,6 +26,25 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
+    /// A failed connect: a timeout is a 504, anything else a 502.
+    pub fn connect(
+        server: &crate::upstream::conf::ServerAddr,
+        timeout: std::time::Duration,
+        source: std::io::Error,
+    ) -> Self {
+        if source.kind() == std::io::ErrorKind::TimedOut {
+            ProxyError::Timeout {
+                server: server.to_string(),
+                secs: timeout.as_secs_f64(),
+            }
+        } else {
+            ProxyError::Unreachable {
+                server: server.to_string(),
+                source,
+            }
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             ProxyError::Unreachable { .. } | ProxyError::Broken { .. } => StatusCode::BAD_GATEWAY,

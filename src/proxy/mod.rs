@@ -1,18 +1,16 @@
-//! The reverse proxy: a request forwarded to a server of an upstream, with retries, and its answer streamed
-//! back.
-//!
-//! Retry rules: a request whose connection failed before any byte was sent is always tried again on another
-//! server; once sent, it is tried again only if its method is idempotent and it has no body. Attempts are
-//! bounded by `retries.tries` and `retries.timeout`. When no server is available, the request waits up to
-//! `queue_timeout` for one (a restarting backend) before 503.
+//! The reverse proxy: a request forwarded to a server of an upstream, with retries ([`retry`]), and its answer
+//! streamed back. HTTP is the transport here; [`fastcgi`] is the other one, sharing the retry loop, the
+//! upstreams and their health.
 
 mod body;
 mod error;
+pub mod fastcgi;
 pub mod headers;
+mod retry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri, Version, header};
 use hyper::body::Incoming;
@@ -22,12 +20,10 @@ use hyper_util::rt::TokioIo;
 use crate::body::{self as rbody, Body};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{Sender, ServerState, Slot, Upstream, connect};
+use crate::upstream::{Sender, Slot, Upstream, connect};
 use body::{Download, Upload, UploadWatch};
 pub use error::ProxyError;
-
-/// Sends on reused connections that the server turned out to have closed, retried at no cost to `tries`.
-const MAX_STALE: u32 = 4;
+use retry::Failed;
 
 /// What the proxy needs from the request and its connection.
 pub struct Outgoing<'a> {
@@ -52,106 +48,56 @@ async fn try_forward(
     upstream: &Arc<Upstream>,
     out: Outgoing<'_>,
 ) -> Result<Response<Body>, ProxyError> {
-    let started = Instant::now();
     let req = out.request;
     let upgrading = headers::wants_upgrade(&req.headers);
     let head = upstream_head(req, upgrading);
-    let (mut body, upload) = match out.body {
+    let (body, upload) = upload(out.body, out.max_body_size, out.state);
+    let replayable = body.is_none() && is_idempotent(&req.method);
+    let plan = retry::Plan {
+        client: client_ip(req.remote),
+        body,
+        replayable,
+        upload: upload.as_deref(),
+    };
+    let buffer = replayable && !upgrading;
+    let (head, watch) = (&head, upload.as_deref());
+    let got = retry::run(upstream, plan, |slot, body| async move {
+        let outgoing = build(head, body.unwrap_or_else(rbody::empty));
+        let sent = attempt_one(upstream, slot, outgoing, watch).await?;
+        if buffer && is_small(&sent.response) {
+            return buffered(upstream, sent)
+                .await
+                .map(Got::Whole)
+                .map_err(Failed::sent);
+        }
+        Ok(Got::Streaming(sent))
+    })
+    .await?;
+    Ok(match got {
+        Got::Whole(response) => response,
+        Got::Streaming(sent) => respond(upstream, sent, upgrading, out.upgrade),
+    })
+}
+
+/// The client's body on its way upstream, and what the proxy can see of it; `None` for an empty body.
+pub(crate) fn upload(
+    body: Option<Incoming>,
+    max_body_size: u64,
+    state: &Arc<ConnState>,
+) -> (Option<Body>, Option<Arc<UploadWatch>>) {
+    match body {
         Some(b) if !http_body::Body::is_end_stream(&b) => {
-            let (upload, watch) = Upload::new(b, out.max_body_size, out.state.clone());
+            let (upload, watch) = Upload::new(b, max_body_size, state.clone());
             (Some(Body::new(upload)), Some(watch))
         }
         _ => (None, None),
-    };
-    let replayable = body.is_none() && is_idempotent(&req.method);
-    let client_ip = client_ip(req.remote);
-    let retries = upstream.conf.retries;
-    let mut excluded: Vec<Arc<ServerState>> = Vec::new();
-    let mut last_error = ProxyError::NoServer;
-    let (mut attempts, mut stale_left) = (0, MAX_STALE);
-    while attempts < retries.tries {
-        if attempts > 0 && started.elapsed() >= retries.timeout {
-            break;
-        }
-        let Some(slot) = wait_for_server(upstream, client_ip, &excluded).await else {
-            break;
-        };
-        let server = slot.server.clone();
-        let outgoing = build(&head, body.take().unwrap_or_else(rbody::empty));
-        let failed = match attempt_one(upstream, slot, outgoing, upload.as_deref()).await {
-            Ok(sent) if replayable && !upgrading && is_small(&sent.response) => {
-                match buffered(upstream, sent).await {
-                    Ok(response) => return Ok(response),
-                    Err(error) => Failed {
-                        error,
-                        unsent: None,
-                        stale: false,
-                    },
-                }
-            }
-            Ok(sent) => return Ok(respond(upstream, sent, upgrading, out.upgrade)),
-            Err(failed) => failed,
-        };
-        if upload.as_ref().is_some_and(|w| w.too_large()) {
-            return Err(ProxyError::BodyTooLarge);
-        }
-        tracing::debug!(upstream = %upstream.name, attempts, error = %failed.error, stale = failed.stale, "attempt failed");
-        if failed.stale && stale_left > 0 {
-            // The server had closed an idle connection: try again, on a fresh one if need be.
-            stale_left -= 1;
-        } else {
-            attempts += 1;
-            upstream.record(&server, false);
-            excluded.push(server);
-        }
-        last_error = failed.error;
-        match failed.unsent {
-            // Never written: the same body can go to the next server.
-            Some(returned) => body = Some(returned.into_body()),
-            None if replayable => {}
-            None => break,
-        }
-    }
-    Err(last_error)
-}
-
-/// A server to send to: one available now, or the first to become available within `queue_timeout`.
-/// Servers this request already failed on are not candidates: an application instance that just died may
-/// still be listed for a moment, and its replacement is worth the wait.
-async fn wait_for_server(
-    upstream: &Arc<Upstream>,
-    client: Option<std::net::IpAddr>,
-    excluded: &[Arc<ServerState>],
-) -> Option<Slot> {
-    let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
-    loop {
-        // Register interest before looking, so a change between the look and the wait is not missed.
-        let changed = upstream.changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if let Some(found) = upstream.pick(client, excluded) {
-            return Some(found);
-        }
-        let wake = upstream
-            .next_return()
-            .map(tokio::time::Instant::from_std)
-            .map_or(deadline, |t| t.min(deadline));
-        if tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::select! {
-            _ = &mut changed => {}
-            _ = tokio::time::sleep_until(wake) => {}
-        }
     }
 }
 
-struct Failed {
-    error: ProxyError,
-    /// The request, when it was never written: safe to send elsewhere.
-    unsent: Option<Request<Body>>,
-    /// It failed on a reused keep-alive connection the server had already closed: no fault of the server's.
-    stale: bool,
+/// An answer from one attempt: read whole already, or to be streamed.
+enum Got {
+    Whole(Response<Body>),
+    Streaming(Sent),
 }
 
 struct Sent {
@@ -174,20 +120,9 @@ async fn attempt_one(
         None => match connect(&server.addr, timeouts.connect).await {
             Ok(s) => (s, false),
             Err(source) => {
-                let error = if source.kind() == std::io::ErrorKind::TimedOut {
-                    ProxyError::Timeout {
-                        server: server.addr.to_string(),
-                        secs: timeouts.connect.as_secs_f64(),
-                    }
-                } else {
-                    ProxyError::Unreachable {
-                        server: server.addr.to_string(),
-                        source,
-                    }
-                };
                 return Err(Failed {
-                    error,
-                    unsent: Some(req),
+                    error: ProxyError::connect(&server.addr, timeouts.connect, source),
+                    unsent: Some(req.into_body()),
                     stale: false,
                 });
             }
@@ -201,11 +136,11 @@ async fn attempt_one(
             slot,
         }),
         Ok(Err(mut e)) => {
-            let unsent = e.take_message();
+            let unsent = e.take_message().map(Request::into_body);
             let stale = reused && unsent.is_some();
             let error = ProxyError::Broken {
                 server: server.addr.to_string(),
-                source: e.into_error(),
+                source: e.into_error().into(),
             };
             Err(Failed {
                 error,
@@ -213,14 +148,10 @@ async fn attempt_one(
                 stale,
             })
         }
-        Err(_) => Err(Failed {
-            error: ProxyError::Timeout {
-                server: server.addr.to_string(),
-                secs: timeouts.read.as_secs_f64(),
-            },
-            unsent: None,
-            stale: false,
-        }),
+        Err(_) => Err(Failed::sent(ProxyError::Timeout {
+            server: server.addr.to_string(),
+            secs: timeouts.read.as_secs_f64(),
+        })),
     }
 }
 
@@ -249,7 +180,7 @@ async fn await_answer<F: std::future::Future>(
 
 /// A pooled connection, once it is ready for a new request.
 async fn reuse(
-    pool: &crate::upstream::Pool,
+    pool: &crate::upstream::Pool<Sender>,
     timeouts: crate::upstream::conf::Timeouts,
 ) -> Option<Sender> {
     while let Some(mut sender) = pool.take(timeouts.idle) {
@@ -295,7 +226,7 @@ fn build(head: &Head, body: Body) -> Request<Body> {
     req
 }
 
-fn is_idempotent(method: &Method) -> bool {
+pub(crate) fn is_idempotent(method: &Method) -> bool {
     matches!(
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
@@ -323,7 +254,12 @@ async fn buffered(upstream: &Upstream, sent: Sent) -> Result<Response<Body>, Pro
     let read = upstream.conf.timeouts.read;
     let bytes = match tokio::time::timeout(read, http_body_util::BodyExt::collect(incoming)).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(source)) => return Err(ProxyError::Broken { server, source }),
+        Ok(Err(source)) => {
+            return Err(ProxyError::Broken {
+                server,
+                source: source.into(),
+            });
+        }
         Err(_) => {
             return Err(ProxyError::Timeout {
                 server,

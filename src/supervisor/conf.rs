@@ -1,5 +1,5 @@
-//! `applications` compiled: Unit's `"type": "external"` schema, plus rein's readiness, stop, restart and socket
-//! options in the same object.
+//! `applications` compiled: Unit's schema for `"type": "external"`, `"php"` ([`super::php`]) and `"python"`
+//! ([`super::python`]), plus rein's readiness, stop, restart and socket options in the same object.
 //!
 //! ```json
 //! {"type": "external", "executable": "/usr/bin/node", "arguments": ["server.js"],
@@ -8,7 +8,8 @@
 //!  "readiness": {"http": "/health", "timeout": 10},
 //!  "stop": {"signal": "SIGTERM", "timeout": 10},
 //!  "restart": {"min_interval": 1, "backoff_max": 30, "max_failures": 5, "stable_after": 10},
-//!  "socket": "unix", "memory_limit": "512M"}
+//!  "socket": "unix", "memory_limit": "512M",
+//!  "reload": {"strategy": "rolling", "batch": 1, "drain_timeout": 30}}
 //! ```
 
 use std::path::PathBuf;
@@ -28,6 +29,31 @@ pub enum Readiness {
     Connect,
     /// Ready when `GET path` answers with a status below 500.
     Http(String),
+    /// Ready when the FastCGI server answers `FCGI_GET_VALUES` (PHP-FPM, the Python adapter).
+    FastCgi,
+}
+
+/// What runs: any program serving HTTP, or PHP and Python apps that rein runs over FastCGI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppKind {
+    External,
+    Php(super::php::PhpApp),
+    Python(super::python::PythonApp),
+}
+
+/// `reload.strategy`: how a reload replaces the instances (see the machine's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadStrategy {
+    /// `batch` new instances at a time, each admitted once ready and retiring one old instance.
+    Rolling { batch: usize },
+    /// Blue/green: every new instance at once; traffic moves when all are ready, and not at all if one fails.
+    Parallel,
+}
+
+impl Default for ReloadStrategy {
+    fn default() -> Self {
+        ReloadStrategy::Rolling { batch: 1 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,6 +65,8 @@ pub struct Scale {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppConf {
+    pub kind: AppKind,
+    /// The program (for PHP, `php-fpm`, found when it starts; for Python, the interpreter).
     pub executable: PathBuf,
     pub arguments: Vec<String>,
     pub working_directory: Option<PathBuf>,
@@ -67,12 +95,15 @@ pub struct AppConf {
     pub max_failures: u32,
     pub stable_after: Duration,
     pub socket: SocketKind,
+    /// `reload.strategy` and `reload.batch`.
+    pub reload: ReloadStrategy,
+    /// `reload.drain_timeout`: how long a withdrawn instance's requests in flight may take before it is stopped.
+    pub drain_timeout: Duration,
 }
 
+/// Keys every kind of application takes.
 const KEYS: &[&str] = &[
     "type",
-    "executable",
-    "arguments",
     "working_directory",
     "environment",
     "user",
@@ -85,6 +116,7 @@ const KEYS: &[&str] = &[
     "stop",
     "restart",
     "socket",
+    "reload",
 ];
 
 pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
@@ -92,20 +124,37 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
     let kind = map
         .get("type")
         .ok_or_else(|| path.error("an application needs a \"type\""))?;
-    match string(kind, &path.key("type"))? {
-        "external" => {}
-        other => {
-            return Err(path.key("type").error(format!(
-                "\"{other}\" applications are not supported yet; use \"external\" (any program that serves HTTP on the socket rein passes it)"
-            )));
+    let tpath = path.key("type");
+    // Unit accepts a version after the language ("php 8.2", "python 3"): the one installed runs.
+    let (kind, own_keys): (AppKind, &[&str]) = match string(kind, &tpath)?.split(' ').next() {
+        Some("external") => (AppKind::External, &["executable", "arguments"]),
+        Some("php") => (
+            AppKind::Php(super::php::compile(map, path)?),
+            super::php::KEYS,
+        ),
+        Some("python") => (
+            AppKind::Python(super::python::compile(map, path)?),
+            super::python::KEYS,
+        ),
+        _ => {
+            return Err(tpath.error("must be \"external\", \"php\" or \"python\""));
         }
-    }
-    known_keys(map, KEYS, path)?;
-    let executable = map
-        .get("executable")
-        .ok_or_else(|| path.error("an external application needs an \"executable\""))?;
+    };
+    let keys: Vec<&str> = KEYS.iter().chain(own_keys).copied().collect();
+    known_keys(map, &keys, path)?;
+    let executable = match &kind {
+        AppKind::External => PathBuf::from(string(
+            map.get("executable")
+                .ok_or_else(|| path.error("an external application needs an \"executable\""))?,
+            &path.key("executable"),
+        )?),
+        AppKind::Php(_) => PathBuf::from("php-fpm"),
+        AppKind::Python(py) => py.interpreter(),
+    };
+    let fastcgi = !matches!(kind, AppKind::External);
     let mut conf = AppConf {
-        executable: PathBuf::from(string(executable, &path.key("executable"))?),
+        kind,
+        executable,
         arguments: Vec::new(),
         working_directory: None,
         environment: Vec::new(),
@@ -117,7 +166,11 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         watch: None,
         request_timeout: None,
         max_requests: None,
-        readiness: Readiness::Connect,
+        readiness: if fastcgi {
+            Readiness::FastCgi
+        } else {
+            Readiness::Connect
+        },
         ready_timeout: Duration::from_secs(30),
         stop_signal: Signal::SIGTERM,
         stop_timeout: Duration::from_secs(10),
@@ -126,7 +179,13 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         max_failures: 5,
         stable_after: Duration::from_secs(10),
         socket: SocketKind::Unix,
+        reload: ReloadStrategy::default(),
+        drain_timeout: Duration::from_secs(30),
     };
+    if let AppKind::Php(_) = conf.kind {
+        // PHP-FPM's graceful stop: workers finish their requests.
+        conf.stop_signal = Signal::SIGQUIT;
+    }
     for (key, value) in map {
         let p = path.key(key);
         match key.as_str() {
@@ -138,9 +197,13 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "processes" => (conf.processes, conf.scale) = processes(value, &p)?,
             "memory_limit" => conf.memory_limit = Some(bytes(value, &p)?),
             "limits" => (conf.request_timeout, conf.max_requests) = limits(value, &p)?,
+            "readiness" if fastcgi => {
+                return Err(p.error("is not needed: rein asks the FastCGI server itself"));
+            }
             "readiness" => readiness(value, &p, &mut conf)?,
             "stop" => stop(value, &p, &mut conf)?,
             "restart" => restart(value, &p, &mut conf)?,
+            "reload" => reload(value, &p, &mut conf)?,
             "socket" => {
                 conf.socket = match string(value, &p)? {
                     "unix" => SocketKind::Unix,
@@ -151,6 +214,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             _ => {}
         }
     }
+    conf.hand_workers_to_fpm();
     // After the loop: relative watch paths resolve against the working directory, wherever it was written.
     if let Some(w) = map.get("watch") {
         conf.watch = Some(watch::compile(
@@ -160,6 +224,39 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         )?);
     }
     Ok(conf)
+}
+
+impl AppConf {
+    /// Whether `name` is one of the application's `targets`.
+    pub fn has_target(&self, name: &str) -> bool {
+        match &self.kind {
+            AppKind::Php(php) => php.targets.contains_key(name),
+            AppKind::Python(py) => py.targets.contains_key(name),
+            AppKind::External => false,
+        }
+    }
+
+    /// Requests one instance takes at once, when it has a fixed capacity: a WSGI app's `threads`, a PHP
+    /// app's workers (more would only queue inside it; rein queues them instead, where they can still go to
+    /// another instance).
+    pub fn concurrency(&self) -> Option<u32> {
+        match &self.kind {
+            AppKind::Python(py) if py.protocol == super::python::Protocol::Wsgi => {
+                Some(py.threads as u32)
+            }
+            // PHP-FPM's workers: a request beyond them would wait inside PHP-FPM's queue.
+            AppKind::Php(php) => Some(match php.workers {
+                super::php::Workers::Static(n) => n as u32,
+                super::php::Workers::Dynamic(scale) => scale.max as u32,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether rein speaks FastCGI to its instances.
+    pub fn is_fastcgi(&self) -> bool {
+        !matches!(self.kind, AppKind::External)
+    }
 }
 
 fn arguments(v: &Value, path: &JsonPath) -> Result<Vec<String>, ConfigError> {
@@ -319,6 +416,44 @@ fn restart(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigE
             "stable_after" => conf.stable_after = seconds(value, &p)?,
             _ => conf.max_failures = integer(value, &p, 1_000_000)?.max(1) as u32,
         }
+    }
+    Ok(())
+}
+
+/// `{"strategy": "rolling" | "parallel", "batch": N, "drain_timeout": S}`; `batch` (1 to 256) is for `rolling`.
+fn reload(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["strategy", "batch", "drain_timeout"], path)?;
+    let batch = match map.get("batch") {
+        Some(b) => match integer(b, &path.key("batch"), 256)? {
+            0 => return Err(path.key("batch").error("must be at least 1")),
+            n => Some(n as usize),
+        },
+        None => None,
+    };
+    conf.reload = match map.get("strategy") {
+        None => ReloadStrategy::Rolling {
+            batch: batch.unwrap_or(1),
+        },
+        Some(s) => match string(s, &path.key("strategy"))? {
+            "rolling" => ReloadStrategy::Rolling {
+                batch: batch.unwrap_or(1),
+            },
+            "parallel" if batch.is_some() => {
+                return Err(path.key("batch").error(
+                    "only applies to \"strategy\": \"rolling\" (\"parallel\" starts every instance at once)",
+                ));
+            }
+            "parallel" => ReloadStrategy::Parallel,
+            _ => {
+                return Err(path
+                    .key("strategy")
+                    .error("must be \"rolling\" or \"parallel\""));
+            }
+        },
+    };
+    if let Some(t) = map.get("drain_timeout") {
+        conf.drain_timeout = seconds(t, &path.key("drain_timeout"))?;
     }
     Ok(())
 }

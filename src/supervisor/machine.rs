@@ -9,8 +9,9 @@
 //! with `Starting → Stopping` for instances that never became ready.
 //!
 //! * An instance is *live* while Starting or Ready. The machine keeps
-//!   `live (minus the reload candidate) + scheduled respawns == processes`;
-//!   that count is what [`Event::Resize`] trims or fills.
+//!   `live (minus the extra ones) + scheduled respawns == processes`; that
+//!   count is what [`Event::Resize`] trims or fills. *Extra* instances start
+//!   beside the counted ones: a reload's candidates and a replacement.
 //! * Only Ready instances are in the load-balancer pool: `Admit` is emitted
 //!   exactly on `Starting → Ready`, `Withdraw` exactly when leaving Ready.
 //! * Retiring an instance (reload, resize down, shutdown) is graceful: a Ready
@@ -37,12 +38,17 @@
 //! so a driver that instead keeps every timer also works (extras are no-ops).
 //!
 //! # Rolling reload (documented choices)
-//! * **One at a time.** Generation g+1 replaces g by spawning one *candidate*
-//!   beside the old instances; when it is Ready it is Admitted, then one old
-//!   instance is retired, then the next candidate is spawned. Gentler than
-//!   all-at-once: at most one extra process (plus those draining), a broken
-//!   build is caught on its first instance, and admitted capacity never drops
-//!   below its level before the reload (Admit is emitted before Withdraw).
+//! * **One at a time** (the default, `ReloadStrategy::Rolling { batch: 1 }`).
+//!   Generation g+1 replaces g by spawning one *candidate* beside the old
+//!   instances; when it is Ready it is Admitted, then one old instance is
+//!   retired, then the next candidate is spawned. Gentler than all-at-once:
+//!   at most one extra process (plus those draining), a broken build is caught
+//!   on its first instance, and admitted capacity never drops below its level
+//!   before the reload (Admit is emitted before Withdraw).
+//! * **`batch` at a time** (`Rolling { batch: n }`): the same, with up to `n`
+//!   candidates starting at once (never more than still needed); each one is
+//!   admitted as soon as it is Ready and retires one old instance, and the
+//!   next candidate starts in its place. At most `n` extra processes.
 //! * **Which old one goes:** a cancelled pending respawn first (it serves
 //!   nothing), then an old Starting one, then the newest old Ready one.
 //! * **Done** when every counted instance is Ready and of the new generation:
@@ -61,6 +67,46 @@
 //! * Instances that crash *during* a reload are respawned with the serving
 //!   (old) generation; the reload replaces them like any old one.
 //! * Generations are never reused: an abandoned g+1 makes the next try g+2.
+//! * A reload runs with the strategy it started with; a policy change applies
+//!   from the next reload.
+//!
+//! # Parallel reload (blue/green, `ReloadStrategy::Parallel`)
+//! * All `processes` candidates start at once. A candidate that passes its
+//!   readiness check is *held*: it stays Starting (not admitted, no traffic)
+//!   and its ready timeout no longer applies.
+//! * **Switch** when every candidate is held: all are Admitted, then every old
+//!   instance is withdrawn and drained (pending respawns are cancelled), and
+//!   `ReloadDone{ok: true}` is emitted — all in the same step, Admits first,
+//!   so admitted capacity never drops.
+//! * **Abandon** if any candidate fails (as in a rolling reload): every
+//!   candidate is stopped — none ever served — and the old generation keeps
+//!   serving. So either the whole new generation serves, or none of it.
+//! * Peak: twice the processes (plus those draining). A resize during the
+//!   reload starts or stops candidates to match.
+//!
+//! # Replacing one instance ([`Event::Replace`])
+//! For an instance over its memory or request limit: a *replacement* of the
+//! same generation (and `restarts` count) is spawned beside it; when it is
+//! Ready it is Admitted, then the old one is retired (withdrawn, drained,
+//! stopped), so capacity never drops. `ReplaceDone` is emitted once per
+//! accepted `Replace`.
+//! * **Ignored** (the driver asks again on its next check) unless the
+//!   instance is Ready; while another replacement is in flight (one at a
+//!   time: at most one extra process); during a reload (the reload replaces
+//!   every instance anyway); while Errored or shut down; and during the
+//!   replacement back-off (below).
+//! * **A reload cancels** an in-flight replacement (its new instance, which
+//!   serves nothing yet, is stopped), as does retiring the old instance
+//!   (resize down, shutdown).
+//! * **The replacement fails** (exits before Ready, SpawnFailed,
+//!   ReadyTimeout): the old instance keeps serving. This is *not* an app
+//!   failure — no failure count, no Errored, nothing respawned — but the next
+//!   `Replace` is accepted only after a back-off (1 s, 2 s, 4 s, … capped at
+//!   `backoff_max`, reset by a successful replacement or reload), so a build
+//!   that cannot start is not retried every second.
+//! * **The old instance exits first**: its exit is handled as usual (a
+//!   failure if it was not stable), but the replacement, already starting,
+//!   takes its slot instead of a respawn (`ReplaceDone{ok: false}`).
 //!
 //! # Resize
 //! Growing spawns at once (not a failure, no back-off) — during a reload the
@@ -68,8 +114,10 @@
 //! cancels pending respawns first, then retires Starting instances, then the
 //! *newest* Ready ones (the oldest have proven themselves stable).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+
+pub use super::conf::ReloadStrategy;
 
 /// First back-off step; doubles per consecutive failure up to `backoff_max`.
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
@@ -90,6 +138,7 @@ pub struct Policy {
     pub backoff_max: Duration,
     pub max_failures: u32,
     pub stable_after: Duration,
+    pub reload: ReloadStrategy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +178,10 @@ pub enum Event {
     },
     RespawnDue,
     Reload,
+    /// Replace this (Ready) instance by a new one of its generation.
+    Replace {
+        id: InstanceId,
+    },
     Resize {
         processes: usize,
     },
@@ -172,6 +225,14 @@ pub enum Effect {
         after: Duration,
     },
     ReloadDone(ReloadReport),
+    /// A replacement ended: `new` took over from `old` (ok), or it failed or
+    /// was cancelled (`reason`). Once per accepted [`Event::Replace`].
+    ReplaceDone {
+        old: InstanceId,
+        new: InstanceId,
+        ok: bool,
+        reason: Option<String>,
+    },
     Errored {
         reason: String,
     },
@@ -194,6 +255,8 @@ pub struct AppStatus {
     pub instances: Vec<InstanceStatus>,
     pub last_reload: Option<ReloadReport>,
     pub reloading: bool,
+    /// Single-instance replacements completed (memory or request limit).
+    pub replacements: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -218,6 +281,9 @@ struct Instance {
     started: Option<Instant>,
     restarts: u32,
     killed: bool,
+    /// A parallel reload's candidate that passed readiness: Starting, held
+    /// back (not admitted) until the whole new generation is ready.
+    held: bool,
 }
 
 impl Instance {
@@ -237,8 +303,18 @@ struct Respawn {
 struct Reload {
     generation: u64,
     started: Instant,
-    /// The new instance currently starting beside the old ones.
-    candidate: Option<InstanceId>,
+    /// Fixed when the reload starts: a policy change applies to the next one.
+    strategy: ReloadStrategy,
+    /// The new instances currently starting beside the old ones.
+    candidates: BTreeSet<InstanceId>,
+}
+
+/// A single-instance replacement in flight: `new` (Starting) will take over
+/// from `old` (Ready).
+#[derive(Debug, Clone, Copy)]
+struct Replacement {
+    old: InstanceId,
+    new: InstanceId,
 }
 
 pub struct Machine {
@@ -255,6 +331,11 @@ pub struct Machine {
     reload: Option<Reload>,
     reload_queued: bool,
     last_reload: Option<ReloadReport>,
+    replacement: Option<Replacement>,
+    /// Consecutive failed replacements, and when the next may start.
+    replace_failures: u32,
+    replace_not_before: Option<Instant>,
+    replacements: u64,
     shut_down: bool,
     /// Effects of the event being handled; drained by `take`.
     out: Vec<Effect>,
@@ -275,6 +356,10 @@ impl Machine {
             reload: None,
             reload_queued: false,
             last_reload: None,
+            replacement: None,
+            replace_failures: 0,
+            replace_not_before: None,
+            replacements: 0,
             shut_down: false,
             out: Vec::new(),
         };
@@ -309,6 +394,7 @@ impl Machine {
             Event::Timer { id, kind } => self.on_timer(id, kind, now),
             Event::RespawnDue => self.on_respawn_due(now),
             Event::Reload => self.begin_reload(now),
+            Event::Replace { id } => self.begin_replace(id, now),
             Event::Resize { processes } => self.resize(processes, now),
             Event::Shutdown => self.shutdown(now),
         }
@@ -348,6 +434,7 @@ impl Machine {
                 .collect(),
             last_reload: self.last_reload.clone(),
             reloading: self.reload.is_some(),
+            replacements: self.replacements,
         }
     }
 
@@ -374,22 +461,47 @@ impl Machine {
     }
 
     fn on_ready(&mut self, id: InstanceId, now: Instant) {
+        let parallel = self
+            .reload
+            .as_ref()
+            .is_some_and(|r| r.strategy == ReloadStrategy::Parallel);
+        let candidate = self.is_candidate(id);
         let Some(inst) = self.instances.get_mut(&id) else {
             return;
         };
-        if inst.state != InstanceState::Starting {
+        if inst.state != InstanceState::Starting || inst.held {
+            return;
+        }
+        if candidate && parallel {
+            // Held back until the whole new generation is ready.
+            inst.held = true;
+            self.advance_reload(now);
             return;
         }
         inst.state = InstanceState::Ready;
         self.out.push(Effect::Admit { id });
-        if self.is_candidate(id) {
+        if candidate {
             // Admitted first, then one old instance retired: capacity never dips.
             self.reload
                 .as_mut()
                 .expect("candidate implies reload")
-                .candidate = None;
+                .candidates
+                .remove(&id);
             self.trim();
             self.advance_reload(now);
+        } else if let Some(r) = self.replacement.filter(|r| r.new == id) {
+            // Admitted first, then the old one retired: capacity never dips.
+            self.replacement = None;
+            self.replacements += 1;
+            self.replace_failures = 0;
+            self.replace_not_before = None;
+            self.retire(r.old);
+            self.out.push(Effect::ReplaceDone {
+                old: r.old,
+                new: r.new,
+                ok: true,
+                reason: None,
+            });
         }
     }
 
@@ -402,9 +514,25 @@ impl Machine {
             InstanceState::Starting if self.is_candidate(id) => {
                 self.abandon_reload(format!("new instance {id} {why} before ready"), now);
             }
+            InstanceState::Starting if self.is_replacement(id) => {
+                self.replace_failed(format!("{why} before ready"), now);
+            }
             InstanceState::Starting => self.on_failure(&inst, format!("{why} before ready"), now),
             InstanceState::Ready => {
                 self.out.push(Effect::Withdraw { id });
+                if let Some(r) = self.replacement.filter(|r| r.old == id) {
+                    // Its replacement, already starting, takes the slot (no respawn).
+                    self.replacement = None;
+                    self.out.push(Effect::ReplaceDone {
+                        old: r.old,
+                        new: r.new,
+                        ok: false,
+                        reason: Some(format!(
+                            "instance {id} {why} first: instance {} takes its place",
+                            r.new
+                        )),
+                    });
+                }
                 self.on_failure(&inst, why, now);
             }
             // Being retired: the exit is what we asked for.
@@ -417,10 +545,15 @@ impl Machine {
             return;
         };
         match (kind, inst.state) {
+            // Passed readiness: held for a parallel reload's switch.
+            (TimerKind::ReadyTimeout, InstanceState::Starting) if inst.held => {}
             (TimerKind::ReadyTimeout, InstanceState::Starting) => {
                 let inst = inst.clone();
                 if self.is_candidate(id) {
                     self.abandon_reload(format!("new instance {id} not ready in time"), now);
+                } else if self.is_replacement(id) {
+                    self.stop(id);
+                    self.replace_failed("not ready in time".to_string(), now);
                 } else {
                     self.stop(id);
                     self.on_failure(&inst, "not ready in time".to_string(), now);
@@ -468,6 +601,7 @@ impl Machine {
         self.shut_down = true;
         self.reload_queued = false;
         self.respawns.clear();
+        self.cancel_replacement("shutdown");
         if let Some(r) = self.reload.take() {
             self.report_reload(r, false, Some("shutdown".to_string()), now);
         }
@@ -499,6 +633,9 @@ impl Machine {
             self.out.push(Effect::Errored { reason });
             return;
         }
+        if self.counted() >= self.policy.processes {
+            return; // the slot is already filled (a replacement took it over)
+        }
         let since_start = now.saturating_duration_since(inst.spawned_at);
         let min_gap = self.policy.min_restart_interval.saturating_sub(since_start);
         let delay = min_gap.max(self.backoff());
@@ -507,10 +644,14 @@ impl Machine {
 
     /// 0 after a stable run, then 1 s, 2 s, 4 s, … capped at `backoff_max`.
     fn backoff(&self) -> Duration {
-        if self.failures == 0 {
+        self.backoff_after(self.failures)
+    }
+
+    fn backoff_after(&self, failures: u32) -> Duration {
+        if failures == 0 {
             return Duration::ZERO;
         }
-        let factor = 1u32.checked_shl(self.failures - 1).unwrap_or(u32::MAX);
+        let factor = 1u32.checked_shl(failures - 1).unwrap_or(u32::MAX);
         BACKOFF_BASE
             .saturating_mul(factor)
             .min(self.policy.backoff_max)
@@ -547,51 +688,113 @@ impl Machine {
             return;
         }
         self.clear_errored();
+        // The reload replaces every instance anyway.
+        self.cancel_replacement("a reload started");
         self.last_generation += 1;
         self.reload = Some(Reload {
             generation: self.last_generation,
             started: now,
-            candidate: None,
+            strategy: self.policy.reload,
+            candidates: BTreeSet::new(),
         });
         self.advance_reload(now);
     }
 
     /// Finishes the reload if the new generation is fully serving, otherwise
-    /// starts the next candidate (one at a time).
+    /// starts (or, after a resize down, stops) candidates as the strategy says.
     fn advance_reload(&mut self, now: Instant) {
         let Some(r) = &self.reload else { return };
-        if r.candidate.is_some() {
-            return;
-        }
         let target = r.generation;
-        let old_left = self
-            .instances
-            .values()
-            .any(|i| i.live() && i.generation != target);
+        let strategy = r.strategy;
+        let in_flight = r.candidates.len();
         let new_ready = self
             .instances
             .values()
             .filter(|i| i.state == InstanceState::Ready && i.generation == target)
             .count();
-        if self.respawns.is_empty() && !old_left && new_ready >= self.policy.processes {
-            let r = self.reload.take().expect("checked");
-            self.generation = r.generation;
-            self.errored = None;
-            self.failures = 0;
-            self.report_reload(r, true, None, now);
-            self.after_reload(now);
-        } else {
-            let id = self.spawn(target, 0, now);
-            self.reload.as_mut().expect("checked").candidate = Some(id);
+        // New instances still needed beside those already serving.
+        let needed = self.policy.processes.saturating_sub(new_ready);
+        if strategy == ReloadStrategy::Parallel {
+            self.resize_candidates(needed, target, now);
+            let r = self.reload.as_ref().expect("checked");
+            if r.candidates.iter().all(|c| self.instances[c].held) {
+                self.switch(now);
+            }
+            return;
         }
+        let old_left = self
+            .instances
+            .values()
+            .any(|i| i.live() && i.generation != target);
+        if in_flight == 0 && self.respawns.is_empty() && !old_left && needed == 0 {
+            self.finish_reload(now);
+        } else {
+            // At least one candidate, so the reload always moves on.
+            let ReloadStrategy::Rolling { batch } = strategy else {
+                unreachable!("parallel handled above")
+            };
+            self.resize_candidates(needed.min(batch).max(1), target, now);
+        }
+    }
+
+    /// Starts candidates, or stops the newest ones (not yet ready first), until
+    /// `want` are in flight.
+    fn resize_candidates(&mut self, want: usize, target: u64, now: Instant) {
+        loop {
+            let candidates = &self.reload.as_ref().expect("reloading").candidates;
+            if candidates.len() < want {
+                let id = self.spawn(target, 0, now);
+                let r = self.reload.as_mut().expect("reloading");
+                r.candidates.insert(id);
+            } else if candidates.len() > want {
+                let surplus = candidates
+                    .iter()
+                    .max_by_key(|c| (!self.instances[*c].held, **c))
+                    .copied()
+                    .expect("not empty");
+                self.reload
+                    .as_mut()
+                    .expect("reloading")
+                    .candidates
+                    .remove(&surplus);
+                self.stop(surplus);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// The parallel reload's switch: every held candidate admitted, then
+    /// every old instance retired.
+    fn switch(&mut self, now: Instant) {
+        let candidates = std::mem::take(&mut self.reload.as_mut().expect("reloading").candidates);
+        for id in candidates {
+            let inst = self.instances.get_mut(&id).expect("candidates exist");
+            inst.held = false;
+            inst.state = InstanceState::Ready;
+            self.out.push(Effect::Admit { id });
+        }
+        self.trim();
+        self.finish_reload(now);
+    }
+
+    fn finish_reload(&mut self, now: Instant) {
+        let r = self.reload.take().expect("reloading");
+        self.generation = r.generation;
+        self.errored = None;
+        self.failures = 0;
+        self.replace_failures = 0;
+        self.replace_not_before = None;
+        self.report_reload(r, true, None, now);
+        self.after_reload(now);
     }
 
     fn abandon_reload(&mut self, reason: String, now: Instant) {
         let Some(r) = self.reload.take() else { return };
-        if let Some(c) = r.candidate
-            && self.state_of(c) == Some(InstanceState::Starting)
-        {
-            self.stop(c);
+        for &c in &r.candidates {
+            if self.state_of(c) == Some(InstanceState::Starting) {
+                self.stop(c);
+            }
         }
         self.report_reload(r, false, Some(reason), now);
         self.after_reload(now);
@@ -618,18 +821,83 @@ impl Machine {
     fn is_candidate(&self, id: InstanceId) -> bool {
         self.reload
             .as_ref()
-            .is_some_and(|r| r.candidate == Some(id))
+            .is_some_and(|r| r.candidates.contains(&id))
+    }
+
+    // ----- replacing one instance -----------------------------------------
+
+    fn begin_replace(&mut self, id: InstanceId, now: Instant) {
+        if self.shut_down
+            || self.reload.is_some()
+            || self.errored.is_some()
+            || self.replacement.is_some()
+            || self.replace_not_before.is_some_and(|t| now < t)
+        {
+            return;
+        }
+        let Some(old) = self.instances.get(&id) else {
+            return;
+        };
+        if old.state != InstanceState::Ready {
+            return;
+        }
+        let (generation, restarts) = (old.generation, old.restarts);
+        let new = self.spawn(generation, restarts, now);
+        self.replacement = Some(Replacement { old: id, new });
+    }
+
+    /// The replacement did not become ready: the old instance keeps serving,
+    /// and the next replacement waits the back-off.
+    fn replace_failed(&mut self, why: String, now: Instant) {
+        let Some(r) = self.replacement.take() else {
+            return;
+        };
+        self.replace_failures = self.replace_failures.saturating_add(1);
+        let delay = self.backoff_after(self.replace_failures).min(MAX_DELAY);
+        self.replace_not_before = Some(now + delay);
+        self.out.push(Effect::ReplaceDone {
+            old: r.old,
+            new: r.new,
+            ok: false,
+            reason: Some(format!("new instance {} {why}", r.new)),
+        });
+    }
+
+    /// Stops the replacement in flight, if any (not a failure: no back-off).
+    fn cancel_replacement(&mut self, why: &str) {
+        let Some(r) = self.replacement.take() else {
+            return;
+        };
+        if self.state_of(r.new) == Some(InstanceState::Starting) {
+            self.stop(r.new);
+        }
+        self.out.push(Effect::ReplaceDone {
+            old: r.old,
+            new: r.new,
+            ok: false,
+            reason: Some(format!("cancelled: {why}")),
+        });
+    }
+
+    fn is_replacement(&self, id: InstanceId) -> bool {
+        self.replacement.is_some_and(|r| r.new == id)
+    }
+
+    /// Started beside the counted instances: a reload candidate or a replacement.
+    fn is_extra(&self, id: InstanceId) -> bool {
+        self.is_candidate(id) || self.is_replacement(id)
     }
 
     // ----- capacity -------------------------------------------------------
 
-    /// Slots the app currently accounts for: live instances (the reload
-    /// candidate is extra, beside them) plus respawns waiting on back-off.
+    /// Slots the app currently accounts for: live instances (reload
+    /// candidates and a replacement are extra, beside them) plus respawns
+    /// waiting on back-off.
     fn counted(&self) -> usize {
         let live = self
             .instances
             .iter()
-            .filter(|(id, i)| i.live() && !self.is_candidate(**id))
+            .filter(|(id, i)| i.live() && !self.is_extra(**id))
             .count();
         live + self.respawns.len()
     }
@@ -656,7 +924,7 @@ impl Machine {
             let victim = self
                 .instances
                 .iter()
-                .filter(|(id, i)| i.live() && !self.is_candidate(**id))
+                .filter(|(id, i)| i.live() && !self.is_extra(**id))
                 // Old generation first, then not-yet-serving, then newest.
                 .min_by_key(|(id, i)| {
                     let new = Some(i.generation) == target;
@@ -686,6 +954,7 @@ impl Machine {
                 started: None,
                 restarts,
                 killed: false,
+                held: false,
             },
         );
         self.out.push(Effect::Spawn { id, generation });
@@ -696,6 +965,9 @@ impl Machine {
 
     /// Graceful exit: drain a serving instance, stop one that serves nothing.
     fn retire(&mut self, id: InstanceId) {
+        if self.replacement.is_some_and(|r| r.old == id) {
+            self.cancel_replacement(&format!("instance {id} retired"));
+        }
         match self.state_of(id) {
             Some(InstanceState::Ready) => {
                 self.set_state(id, InstanceState::Draining);
@@ -709,6 +981,9 @@ impl Machine {
 
     fn stop(&mut self, id: InstanceId) {
         self.set_state(id, InstanceState::Stopping);
+        if let Some(i) = self.instances.get_mut(&id) {
+            i.held = false;
+        }
         if self.instances.get(&id).is_some_and(|i| i.pid.is_some()) {
             self.signal_stop(id);
         } // else: deferred to `Spawned` (nothing to signal yet)
@@ -741,14 +1016,45 @@ impl Machine {
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
         if let Some(r) = &self.reload {
-            let c = r
-                .candidate
-                .expect("a reload always has a candidate between events");
-            let inst = &self.instances[&c];
-            assert_eq!(inst.state, InstanceState::Starting);
-            assert_eq!(inst.generation, r.generation);
+            assert!(
+                !r.candidates.is_empty(),
+                "a reload always has a candidate between events"
+            );
+            for c in &r.candidates {
+                let inst = &self.instances[c];
+                assert_eq!(inst.state, InstanceState::Starting);
+                assert_eq!(inst.generation, r.generation);
+            }
+            match r.strategy {
+                ReloadStrategy::Rolling { batch } => {
+                    assert!(r.candidates.len() <= batch.max(1), "over the batch");
+                }
+                ReloadStrategy::Parallel => {
+                    assert!(
+                        r.candidates.iter().any(|c| !self.instances[c].held),
+                        "all held: the switch is due"
+                    );
+                    assert!(r.candidates.len() <= self.policy.processes.max(1));
+                }
+            }
+            assert!(self.replacement.is_none(), "no replacement during a reload");
+        }
+        for (id, i) in &self.instances {
+            if i.held {
+                assert!(self.is_candidate(*id), "only candidates are held");
+                assert_eq!(i.state, InstanceState::Starting);
+            }
+        }
+        if let Some(r) = self.replacement {
+            assert_eq!(self.instances[&r.new].state, InstanceState::Starting);
+            assert_eq!(self.instances[&r.old].state, InstanceState::Ready);
+            assert_eq!(
+                self.instances[&r.new].generation,
+                self.instances[&r.old].generation
+            );
         }
         if self.shut_down {
+            assert!(self.replacement.is_none());
             assert!(self.respawns.is_empty() && self.reload.is_none());
             assert!(self.instances.values().all(|i| !i.live()));
             return;

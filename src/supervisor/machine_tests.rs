@@ -25,6 +25,7 @@ fn policy(processes: usize) -> Policy {
         backoff_max: secs(8),
         max_failures: 5,
         stable_after: secs(60),
+        reload: ReloadStrategy::default(),
     }
 }
 
@@ -601,6 +602,491 @@ fn old_instance_crash_during_reload_is_covered_by_the_reload() {
     assert!(reload_done(&fx)[0].ok);
 }
 
+// ----- batch and parallel reloads -----------------------------------------
+
+fn with_strategy(processes: usize, reload: ReloadStrategy) -> Policy {
+    Policy {
+        reload,
+        ..policy(processes)
+    }
+}
+
+fn admits(fx: &[Effect]) -> Vec<InstanceId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Admit { id } => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+fn withdraws(fx: &[Effect]) -> Vec<InstanceId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Withdraw { id } => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn batch_reload_runs_up_to_batch_candidates_at_once() {
+    let (mut rig, _) = Rig::new(with_strategy(4, ReloadStrategy::Rolling { batch: 2 }));
+    for id in 1..=4 {
+        rig.up(id);
+    }
+    rig.floor = Some(4);
+    assert_eq!(spawns(&rig.send(Event::Reload)), vec![(5, 2), (6, 2)]);
+    let fx = rig.up(5);
+    assert_eq!(fx[..2], [Admit { id: 5 }, Withdraw { id: 4 }]);
+    assert_eq!(
+        spawns(&fx),
+        vec![(7, 2)],
+        "the next candidate takes its turn"
+    );
+    let fx = rig.up(6);
+    assert_eq!(fx[..2], [Admit { id: 6 }, Withdraw { id: 3 }]);
+    assert_eq!(spawns(&fx), vec![(8, 2)]);
+    let fx = rig.up(7);
+    assert_eq!(fx[..2], [Admit { id: 7 }, Withdraw { id: 2 }]);
+    assert!(spawns(&fx).is_empty(), "no more than still needed");
+    assert!(reload_done(&fx).is_empty());
+    let fx = rig.up(8);
+    assert_eq!(fx[..2], [Admit { id: 8 }, Withdraw { id: 1 }]);
+    let done = reload_done(&fx);
+    assert!(done.len() == 1 && done[0].ok && done[0].generation == 2);
+    assert_eq!(rig.pool, BTreeSet::from([5, 6, 7, 8]));
+}
+
+#[test]
+fn batch_larger_than_the_app_starts_only_what_is_needed() {
+    let (mut rig, _) = Rig::new(with_strategy(2, ReloadStrategy::Rolling { batch: 8 }));
+    rig.up(1);
+    rig.up(2);
+    rig.floor = Some(2);
+    assert_eq!(spawns(&rig.send(Event::Reload)), vec![(3, 2), (4, 2)]);
+    // Out of order: the second candidate is ready first.
+    assert_eq!(rig.up(4)[..2], [Admit { id: 4 }, Withdraw { id: 2 }]);
+    let fx = rig.up(3);
+    assert_eq!(fx[..2], [Admit { id: 3 }, Withdraw { id: 1 }]);
+    assert!(reload_done(&fx)[0].ok);
+}
+
+#[test]
+fn batch_reload_abandoned_stops_every_starting_candidate() {
+    let (mut rig, _) = Rig::new(with_strategy(3, ReloadStrategy::Rolling { batch: 2 }));
+    for id in 1..=3 {
+        rig.up(id);
+    }
+    rig.floor = Some(3);
+    rig.send(Event::Reload); // candidates 4 and 5
+    assert_eq!(spawns(&rig.up(4)), vec![(6, 2)]); // old 3 retired
+    rig.start(6);
+    let fx = rig.exit(5);
+    assert!(fx.contains(&Stop { id: 6 }), "{fx:?}");
+    let done = reload_done(&fx);
+    assert!(!done[0].ok && done[0].reason.as_deref().unwrap().contains("instance 5"));
+    assert!(spawns(&fx).is_empty(), "no respawn: {fx:?}");
+    assert_eq!(rig.pool, BTreeSet::from([1, 2, 4]), "admitted ones stay");
+    let st = rig.status();
+    assert!(st.errored.is_none() && !st.reloading && st.generation == 1);
+}
+
+#[test]
+fn parallel_reload_switches_when_every_new_instance_is_ready() {
+    let (mut rig, _) = Rig::new(with_strategy(3, ReloadStrategy::Parallel));
+    for id in 1..=3 {
+        rig.up(id);
+    }
+    rig.floor = Some(3);
+    rig.at(secs(10));
+    assert_eq!(
+        spawns(&rig.send(Event::Reload)),
+        vec![(4, 2), (5, 2), (6, 2)],
+        "all at once"
+    );
+    assert!(rig.up(4).is_empty(), "held: not admitted yet");
+    assert_eq!(rig.state(4), Some(InstanceState::Starting));
+    rig.at(secs(15));
+    assert!(
+        rig.timer(4, ReadyTimeout).is_empty(),
+        "a held candidate has passed its readiness"
+    );
+    assert!(rig.send(Event::Ready { id: 4 }).is_empty(), "Ready twice");
+    assert!(rig.up(5).is_empty());
+    let fx = rig.up(6);
+    assert_eq!(admits(&fx), vec![4, 5, 6]);
+    assert_eq!(withdraws(&fx), vec![3, 2, 1]);
+    assert_eq!(fx[..3], [Admit { id: 4 }, Admit { id: 5 }, Admit { id: 6 }]);
+    let done = reload_done(&fx);
+    assert!(done.len() == 1 && done[0].ok && done[0].generation == 2);
+    assert_eq!(done[0].took, secs(5));
+    assert_eq!(fx.last(), Some(&ReloadDone(done[0].clone())));
+    assert_eq!(rig.pool, BTreeSet::from([4, 5, 6]));
+    assert_eq!(rig.status().generation, 2);
+    for id in 1..=3 {
+        assert_eq!(rig.state(id), Some(InstanceState::Draining));
+    }
+}
+
+#[test]
+fn parallel_reload_is_abandoned_if_any_new_instance_fails() {
+    let (mut rig, _) = Rig::new(with_strategy(2, ReloadStrategy::Parallel));
+    rig.up(1);
+    rig.up(2);
+    rig.floor = Some(2);
+    rig.send(Event::Reload); // 3 and 4
+    rig.up(3); // held
+    rig.start(4);
+    let fx = rig.exit(4);
+    assert_eq!(
+        fx[..2],
+        [
+            Stop { id: 3 },
+            ArmTimer {
+                id: 3,
+                kind: StopTimeout,
+                after: secs(10)
+            }
+        ],
+        "the held one never served and is stopped"
+    );
+    let done = reload_done(&fx);
+    assert!(!done[0].ok && done[0].reason.as_deref().unwrap().contains("instance 4"));
+    assert!(rig.exit(3).is_empty());
+    assert_eq!(rig.pool, BTreeSet::from([1, 2]));
+    let st = rig.status();
+    assert!(st.errored.is_none() && !st.reloading && st.generation == 1);
+    // Not ready in time is a failure too; the next try is generation 3.
+    assert_eq!(spawns(&rig.send(Event::Reload)), vec![(5, 3), (6, 3)]);
+    rig.up(6);
+    rig.start(5);
+    rig.at(secs(5));
+    let fx = rig.timer(5, ReadyTimeout);
+    assert!(fx.contains(&Stop { id: 5 }) && fx.contains(&Stop { id: 6 }));
+    assert!(
+        reload_done(&fx)[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("not ready in time")
+    );
+    assert_eq!(rig.pool, BTreeSet::from([1, 2]));
+}
+
+#[test]
+fn parallel_reload_cancels_respawns_of_crashed_old_instances_at_the_switch() {
+    let (mut rig, _) = Rig::new(with_strategy(2, ReloadStrategy::Parallel));
+    rig.up(1);
+    rig.up(2);
+    rig.send(Event::Reload); // 3 and 4
+    rig.at(secs(1));
+    assert_eq!(
+        rig.exit(1),
+        vec![Withdraw { id: 1 }, ArmRespawn { after: secs(1) }]
+    );
+    rig.up(3);
+    let fx = rig.up(4);
+    assert_eq!(admits(&fx), vec![3, 4]);
+    assert_eq!(withdraws(&fx), vec![2]);
+    assert!(reload_done(&fx)[0].ok);
+    rig.at(secs(3));
+    assert!(rig.send(Event::RespawnDue).is_empty(), "cancelled");
+    assert_eq!(rig.pool, BTreeSet::from([3, 4]));
+}
+
+#[test]
+fn resize_during_a_parallel_reload_starts_or_stops_candidates() {
+    let (mut rig, _) = Rig::new(with_strategy(2, ReloadStrategy::Parallel));
+    rig.up(1);
+    rig.up(2);
+    rig.send(Event::Reload); // 3 and 4
+    assert_eq!(
+        spawns(&rig.send(Event::Resize { processes: 3 })),
+        vec![(5, 2)]
+    );
+    rig.up(3);
+    rig.up(4);
+    let fx = rig.up(5);
+    assert_eq!(admits(&fx), vec![3, 4, 5]);
+    assert_eq!(withdraws(&fx), vec![2, 1]);
+    // Shrinking while the next one runs: surplus candidates (not yet ready
+    // first) are stopped, and the held one left completes the switch.
+    assert_eq!(
+        spawns(&rig.send(Event::Reload)),
+        vec![(6, 3), (7, 3), (8, 3)]
+    );
+    rig.up(6);
+    rig.start(7);
+    rig.start(8);
+    let fx = rig.send(Event::Resize { processes: 1 });
+    assert!(fx.contains(&Stop { id: 7 }) && fx.contains(&Stop { id: 8 }));
+    assert_eq!(admits(&fx), vec![6]);
+    assert_eq!(withdraws(&fx), vec![5, 4, 3]);
+    assert!(reload_done(&fx)[0].ok);
+    assert_eq!(rig.pool, BTreeSet::from([6]));
+}
+
+#[test]
+fn a_reload_keeps_the_strategy_it_started_with() {
+    let (mut rig, _) = Rig::new(with_strategy(2, ReloadStrategy::Parallel));
+    rig.up(1);
+    rig.up(2);
+    rig.floor = Some(2);
+    rig.send(Event::Reload); // 3 and 4, in parallel
+    let fx = rig.m.set_policy(policy(2), rig.now);
+    assert!(fx.is_empty());
+    assert!(rig.up(3).is_empty(), "still held: parallel");
+    let fx = rig.up(4);
+    assert_eq!(admits(&fx), vec![3, 4]);
+    // The next one rolls.
+    assert_eq!(spawns(&rig.send(Event::Reload)), vec![(5, 3)]);
+    assert_eq!(rig.up(5)[..2], [Admit { id: 5 }, Withdraw { id: 4 }]);
+}
+
+// ----- replacing one instance ----------------------------------------------
+
+fn replace_done(fx: &[Effect]) -> Vec<(InstanceId, InstanceId, bool, Option<String>)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            ReplaceDone {
+                old,
+                new,
+                ok,
+                reason,
+            } => Some((*old, *new, *ok, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn replace_starts_a_twin_beside_the_instance_then_retires_it() {
+    let (mut rig, _) = Rig::new(policy(2));
+    rig.up(1);
+    rig.up(2);
+    rig.floor = Some(2);
+    assert_eq!(rig.send(Event::Replace { id: 1 }), spawn_fx(3, 1).to_vec());
+    assert_eq!(rig.state(1), Some(InstanceState::Ready), "still serving");
+    assert!(!rig.status().reloading);
+    assert_eq!(
+        rig.up(3),
+        vec![
+            Admit { id: 3 },
+            Withdraw { id: 1 },
+            ArmTimer {
+                id: 1,
+                kind: DrainTimeout,
+                after: secs(30)
+            },
+            ReplaceDone {
+                old: 1,
+                new: 3,
+                ok: true,
+                reason: None
+            },
+        ]
+    );
+    rig.send(Event::Drained { id: 1 });
+    assert!(rig.exit(1).is_empty());
+    let st = rig.status();
+    assert_eq!(st.replacements, 1);
+    assert_eq!(st.generation, 1);
+    assert!(st.last_reload.is_none(), "not a reload");
+    assert_eq!(rig.pool, BTreeSet::from([2, 3]));
+    assert_eq!(rig.state(2), Some(InstanceState::Ready), "left alone");
+}
+
+#[test]
+fn replace_keeps_the_generation_and_restart_count_of_the_instance() {
+    let (mut rig, _) = Rig::new(policy(1));
+    rig.up(1);
+    rig.wait(ms(100));
+    rig.exit(1);
+    rig.wait(secs(1));
+    rig.send(Event::RespawnDue);
+    rig.up(2); // restarts 1
+    assert_eq!(spawns(&rig.send(Event::Replace { id: 2 })), vec![(3, 1)]);
+    let st = rig.status();
+    assert_eq!(st.instances.iter().find(|i| i.id == 3).unwrap().restarts, 1);
+}
+
+#[test]
+fn replace_is_ignored_unless_the_instance_is_ready_and_none_is_in_flight() {
+    let (mut rig, _) = Rig::new(policy(3));
+    rig.up(1);
+    rig.up(2);
+    rig.start(3);
+    for id in [3, 99] {
+        assert!(rig.send(Event::Replace { id }).is_empty(), "{id}");
+    }
+    assert_eq!(spawns(&rig.send(Event::Replace { id: 1 })), vec![(4, 1)]);
+    for id in [1, 2, 4] {
+        assert!(
+            rig.send(Event::Replace { id }).is_empty(),
+            "one at a time: {id}"
+        );
+    }
+    rig.up(4);
+    assert_eq!(rig.state(1), Some(InstanceState::Draining));
+    assert!(
+        rig.send(Event::Replace { id: 1 }).is_empty(),
+        "already retired"
+    );
+    assert_eq!(spawns(&rig.send(Event::Replace { id: 2 })), vec![(5, 1)]);
+}
+
+#[test]
+fn a_failed_replacement_keeps_the_old_instance_and_backs_off() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 2,
+        backoff_max: secs(4),
+        ..policy(1)
+    });
+    rig.up(1);
+    rig.floor = Some(1);
+    let mut id = 1;
+    // Never an app failure: more failures than max_failures, no Errored.
+    for (attempt, backoff) in [1, 2, 4, 4].into_iter().enumerate() {
+        id += 1;
+        assert_eq!(spawns(&rig.send(Event::Replace { id: 1 })), vec![(id, 1)]);
+        rig.start(id);
+        let fx = if attempt % 2 == 0 {
+            rig.exit(id)
+        } else {
+            rig.wait(secs(5));
+            rig.timer(id, ReadyTimeout)
+        };
+        let done = replace_done(&fx);
+        assert_eq!(done.len(), 1, "{fx:?}");
+        assert!(
+            !done[0].2
+                && done[0]
+                    .3
+                    .as_ref()
+                    .unwrap()
+                    .contains(&format!("instance {id}"))
+        );
+        assert!(
+            spawns(&fx).is_empty() && respawn_after(&fx).is_none(),
+            "{fx:?}"
+        );
+        assert!(!fx.iter().any(|e| matches!(e, Errored { .. })));
+        rig.exit(id);
+        rig.wait(secs(backoff) - ms(1));
+        assert!(
+            rig.send(Event::Replace { id: 1 }).is_empty(),
+            "back-off {backoff} s"
+        );
+        rig.wait(ms(1));
+    }
+    assert!(rig.status().errored.is_none());
+    assert_eq!(rig.pool, BTreeSet::from([1]));
+    // A spawn failure is a failure too; a success resets the back-off.
+    assert_eq!(spawns(&rig.send(Event::Replace { id: 1 })), vec![(6, 1)]);
+    let fx = rig.send(Event::SpawnFailed {
+        id: 6,
+        error: "exec".into(),
+    });
+    assert!(!replace_done(&fx)[0].2);
+    rig.wait(secs(4));
+    assert_eq!(spawns(&rig.send(Event::Replace { id: 1 })), vec![(7, 1)]);
+    assert!(replace_done(&rig.up(7))[0].2);
+    assert_eq!(spawns(&rig.send(Event::Replace { id: 7 })), vec![(8, 1)]);
+    rig.exit(8);
+    rig.wait(secs(1));
+    assert_eq!(
+        spawns(&rig.send(Event::Replace { id: 7 })),
+        vec![(9, 1)],
+        "back to 1 s"
+    );
+}
+
+#[test]
+fn when_the_old_instance_exits_first_the_replacement_takes_its_slot() {
+    let (mut rig, _) = Rig::new(policy(2));
+    rig.up(1);
+    rig.up(2);
+    rig.send(Event::Replace { id: 1 }); // 3
+    rig.at(ms(100));
+    let fx = rig.exit(1);
+    assert_eq!(fx[0], Withdraw { id: 1 });
+    let done = replace_done(&fx);
+    assert!(!done[0].2 && done[0].3.as_ref().unwrap().contains("takes its place"));
+    assert!(
+        spawns(&fx).is_empty() && respawn_after(&fx).is_none(),
+        "no respawn: {fx:?}"
+    );
+    assert_eq!(rig.up(3), vec![Admit { id: 3 }], "nothing left to retire");
+    assert_eq!(rig.pool, BTreeSet::from([2, 3]));
+    assert_eq!(rig.status().replacements, 0);
+    // Now an ordinary instance: its crash is respawned as usual.
+    rig.at(ms(200));
+    let fx = rig.exit(3);
+    assert!(respawn_after(&fx).is_some(), "{fx:?}");
+}
+
+#[test]
+fn a_reload_cancels_a_replacement_and_replace_waits_for_it() {
+    let (mut rig, _) = Rig::new(policy(2));
+    rig.up(1);
+    rig.up(2);
+    rig.floor = Some(2);
+    rig.send(Event::Replace { id: 1 }); // 3
+    rig.start(3);
+    let fx = rig.send(Event::Reload);
+    assert!(fx.contains(&Stop { id: 3 }), "{fx:?}");
+    assert!(replace_done(&fx)[0].3.as_ref().unwrap().contains("reload"));
+    assert_eq!(spawns(&fx), vec![(4, 2)]);
+    assert!(
+        rig.send(Event::Replace { id: 2 }).is_empty(),
+        "ignored during a reload"
+    );
+    rig.exit(3);
+    rig.up(4);
+    let fx = rig.up(5);
+    assert!(reload_done(&fx)[0].ok);
+    assert_eq!(
+        spawns(&rig.send(Event::Replace { id: 4 })),
+        vec![(6, 2)],
+        "no back-off: a cancellation is not a failure"
+    );
+}
+
+#[test]
+fn retiring_the_old_instance_cancels_its_replacement() {
+    let (mut rig, _) = Rig::new(policy(2));
+    rig.up(1);
+    rig.up(2);
+    rig.send(Event::Replace { id: 2 }); // 3
+    rig.start(3);
+    // Resize down retires the newest Ready one: 2, whose replacement goes too.
+    let fx = rig.send(Event::Resize { processes: 1 });
+    assert!(fx.contains(&Stop { id: 3 }) && fx.contains(&Withdraw { id: 2 }));
+    assert!(!replace_done(&fx)[0].2);
+    assert_eq!(rig.pool, BTreeSet::from([1]));
+    // Shutdown, too.
+    rig.send(Event::Replace { id: 1 }); // 4
+    let fx = rig.send(Event::Shutdown);
+    assert_eq!(replace_done(&fx).len(), 1);
+    assert!(fx.contains(&Withdraw { id: 1 }));
+    rig.start(4);
+    assert!(rig.send(Event::Replace { id: 1 }).is_empty());
+}
+
+#[test]
+fn replace_is_ignored_while_errored() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 1,
+        ..policy(2)
+    });
+    rig.up(1);
+    rig.up(2);
+    rig.at(ms(100));
+    assert!(matches!(rig.exit(2)[..], [Withdraw { .. }, Errored { .. }]));
+    assert!(rig.send(Event::Replace { id: 1 }).is_empty());
+}
+
 // ----- stopping -----------------------------------------------------------
 
 #[test]
@@ -885,6 +1371,16 @@ fn random_policy(rng: &mut Rng) -> Policy {
         backoff_max: ms(1 + rng.below(10_000)),
         max_failures: rng.below(7) as u32,
         stable_after: ms(rng.below(20_000)),
+        reload: random_strategy(rng),
+    }
+}
+
+fn random_strategy(rng: &mut Rng) -> ReloadStrategy {
+    match rng.below(3) {
+        0 => ReloadStrategy::Parallel,
+        _ => ReloadStrategy::Rolling {
+            batch: 1 + rng.below(3) as usize,
+        },
     }
 }
 
@@ -897,7 +1393,7 @@ fn random_event(rng: &mut Rng, rig: &Rig) -> Event {
         ids[rng.below(ids.len() as u64) as usize]
     };
     let kind = [ReadyTimeout, DrainTimeout, StopTimeout][rng.below(3) as usize];
-    match rng.below(100) {
+    match rng.below(110) {
         0..=19 => Event::Spawned {
             id,
             pid: rng.below(1 << 20) as u32,
@@ -919,6 +1415,16 @@ fn random_event(rng: &mut Rng, rig: &Rig) -> Event {
         95..=98 => Event::Resize {
             processes: rng.below(5) as usize,
         },
+        99..=108 => {
+            // Mostly a Ready instance: the only kind a Replace acts on.
+            let ready: Vec<InstanceId> = rig.pool.iter().copied().collect();
+            match ready.len() {
+                0 => Event::Replace { id },
+                n => Event::Replace {
+                    id: ready[rng.below(n as u64) as usize],
+                },
+            }
+        }
         _ => Event::Shutdown,
     }
 }
@@ -927,8 +1433,9 @@ fn random_event(rng: &mut Rng, rig: &Rig) -> Event {
 fn fuzz_random_event_orders_keep_invariants() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut reloads_done = 0usize;
-    // Tallies: [ok reloads, abandoned reloads, Errored, Kill, Admit]
-    let mut seen = [0usize; 5];
+    // Tallies: [ok reloads, abandoned reloads, Errored, Kill, Admit,
+    //          ok replacements, ended replacements]
+    let mut seen = [0usize; 7];
     for _run in 0..20 {
         let (mut rig, fx) = Rig::new(random_policy(&mut rng));
         let mut last_spawn = spawns(&fx).last().map_or(0, |s| s.0);
@@ -936,38 +1443,58 @@ fn fuzz_random_event_orders_keep_invariants() {
         let mut reload_events = 0usize;
         let mut dones = 0usize;
         let mut last_done_gen = 0u64;
+        // Replacements started (by their new instance) and not yet reported.
+        let mut replacing: BTreeSet<InstanceId> = BTreeSet::new();
         for _step in 0..1000 {
             rig.wait(ms(rng.below(1500)));
             let ev = random_event(&mut rng, &rig);
             if ev == Event::Reload {
                 reload_events += 1;
             }
+            let mut by_policy = Vec::new();
             if rng.below(200) == 0 {
-                let fx = rig.m.set_policy(random_policy(&mut rng), rig.now);
-                rig.apply(&fx);
+                by_policy = rig.m.set_policy(random_policy(&mut rng), rig.now);
+                rig.apply(&by_policy);
             }
-            for e in rig.send(ev) {
-                match e {
-                    Spawn { id, .. } => {
-                        assert!(id > last_spawn, "ids increase");
-                        last_spawn = id;
+            let is_replace = matches!(ev, Event::Replace { .. });
+            let by_event = rig.send(ev);
+            let started = spawns(&by_event).first().map(|s| s.0);
+            let phases = [
+                (by_policy, None),
+                (by_event, started.filter(|_| is_replace)),
+            ];
+            for (fx, replacement) in phases {
+                if let Some(new) = replacement {
+                    assert!(replacing.is_empty(), "one replacement at a time");
+                    replacing.insert(new);
+                }
+                for e in fx {
+                    match e {
+                        ReplaceDone { new, ok, .. } => {
+                            assert!(replacing.remove(&new), "one ReplaceDone per replacement");
+                            seen[if ok { 5 } else { 6 }] += 1;
+                        }
+                        Spawn { id, .. } => {
+                            assert!(id > last_spawn, "ids increase");
+                            last_spawn = id;
+                        }
+                        Stop { id } => {
+                            stopped.insert(id);
+                        }
+                        Kill { id } => {
+                            assert!(stopped.contains(&id), "kill {id} without stop");
+                            seen[3] += 1;
+                        }
+                        Errored { .. } => seen[2] += 1,
+                        Admit { .. } => seen[4] += 1,
+                        ReloadDone(r) => {
+                            dones += 1;
+                            seen[usize::from(!r.ok)] += 1;
+                            assert!(r.generation > last_done_gen, "one ReloadDone per reload");
+                            last_done_gen = r.generation;
+                        }
+                        _ => {}
                     }
-                    Stop { id } => {
-                        stopped.insert(id);
-                    }
-                    Kill { id } => {
-                        assert!(stopped.contains(&id), "kill {id} without stop");
-                        seen[3] += 1;
-                    }
-                    Errored { .. } => seen[2] += 1,
-                    Admit { .. } => seen[4] += 1,
-                    ReloadDone(r) => {
-                        dones += 1;
-                        seen[usize::from(!r.ok)] += 1;
-                        assert!(r.generation > last_done_gen, "one ReloadDone per reload");
-                        last_done_gen = r.generation;
-                    }
-                    _ => {}
                 }
             }
             assert!(
@@ -977,8 +1504,10 @@ fn fuzz_random_event_orders_keep_invariants() {
         }
         reloads_done += dones;
     }
+    // Replacements rarely complete in random order (a reload or an error
+    // usually comes first): the cooperative fuzz below covers their success.
     assert!(
-        seen.iter().all(|&n| n >= 10),
+        seen[..5].iter().all(|&n| n >= 10) && seen[5] + seen[6] >= 10,
         "fuzz coverage too thin: {seen:?}"
     );
     assert!(
@@ -1046,4 +1575,124 @@ fn respawn_timer_is_always_armed_for_the_earliest_pending_slot() {
     assert_eq!(rig.send(Event::RespawnDue), want);
     rig.at(ms(2200));
     assert_eq!(rig.send(Event::RespawnDue), spawn_fx(4, 1).to_vec());
+}
+
+/// A cooperative driver (no Ready instance ever crashes) in random order,
+/// with every reload strategy and single-instance replacements mixed in: the
+/// pool never drops below `processes`, and settles back to exactly that.
+#[test]
+fn fuzz_strategies_and_replacements_with_cooperative_driver_never_drop_capacity() {
+    let mut rng = Rng(7);
+    // [ok reloads, abandoned reloads, ok replacements, failed replacements]
+    let mut seen = [0usize; 4];
+    for _run in 0..40 {
+        let n = 1 + rng.below(4) as usize;
+        let (mut rig, fx) = Rig::new(with_strategy(n, random_strategy(&mut rng)));
+        for (id, _) in spawns(&fx) {
+            rig.up(id);
+        }
+        rig.floor = Some(n);
+        // Instances started and not yet Ready, withdrawn, and stopped.
+        let (mut starting, mut draining, mut stopping) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        for _step in 0..300 {
+            rig.wait(ms(rng.below(1000)));
+            let pick = |set: &BTreeSet<InstanceId>, rng: &mut Rng| {
+                set.iter()
+                    .nth(rng.below(set.len().max(1) as u64) as usize)
+                    .copied()
+            };
+            let fx = match rng.below(20) {
+                0 => {
+                    if rng.below(3) == 0 {
+                        let fx = rig
+                            .m
+                            .set_policy(with_strategy(n, random_strategy(&mut rng)), rig.now);
+                        rig.apply(&fx);
+                    }
+                    rig.send(Event::Reload)
+                }
+                1..=3 => match pick(&rig.pool, &mut rng) {
+                    Some(id) => rig.send(Event::Replace { id }),
+                    None => Vec::new(),
+                },
+                4..=11 => match pick(&starting, &mut rng) {
+                    Some(id) => {
+                        starting.remove(&id);
+                        let mut fx = rig.send(Event::Spawned { id, pid: id as u32 });
+                        if rng.below(8) == 0 {
+                            fx.extend(rig.exit(id));
+                        } else {
+                            fx.extend(rig.send(Event::Ready { id }));
+                        }
+                        fx
+                    }
+                    None => Vec::new(),
+                },
+                12..=15 => match pick(&draining, &mut rng) {
+                    Some(id) => {
+                        draining.remove(&id);
+                        rig.send(Event::Drained { id })
+                    }
+                    None => Vec::new(),
+                },
+                _ => match pick(&stopping, &mut rng) {
+                    Some(id) => {
+                        stopping.remove(&id);
+                        rig.exit(id)
+                    }
+                    None => Vec::new(),
+                },
+            };
+            for e in &fx {
+                match e {
+                    Spawn { id, .. } => {
+                        starting.insert(*id);
+                    }
+                    Withdraw { id } => {
+                        draining.insert(*id);
+                    }
+                    Stop { id } => {
+                        starting.remove(id);
+                        stopping.insert(*id);
+                    }
+                    ReloadDone(r) => seen[usize::from(!r.ok)] += 1,
+                    ReplaceDone { ok, .. } => seen[if *ok { 2 } else { 3 }] += 1,
+                    _ => {}
+                }
+            }
+        }
+        // Let everything finish: start what is starting, drain and stop the rest.
+        while !(starting.is_empty() && draining.is_empty() && stopping.is_empty()) {
+            let mut fx = Vec::new();
+            if let Some(id) = starting.pop_first() {
+                fx.extend(rig.send(Event::Spawned { id, pid: id as u32 }));
+                fx.extend(rig.send(Event::Ready { id }));
+            } else if let Some(id) = draining.pop_first() {
+                fx.extend(rig.send(Event::Drained { id }));
+            } else if let Some(id) = stopping.pop_first() {
+                fx.extend(rig.exit(id));
+            }
+            for e in &fx {
+                match e {
+                    Spawn { id, .. } => {
+                        starting.insert(*id);
+                    }
+                    Withdraw { id } => {
+                        draining.insert(*id);
+                    }
+                    Stop { id } => {
+                        starting.remove(id);
+                        stopping.insert(*id);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let st = rig.status();
+        assert!(!st.reloading && st.errored.is_none(), "{st:?}");
+        assert_eq!(rig.pool.len(), n, "{st:?}");
+        assert_eq!(st.instances.len(), n, "{st:?}");
+    }
+    assert!(seen.iter().all(|&k| k >= 10), "coverage too thin: {seen:?}");
 }

@@ -9,6 +9,8 @@
 pub mod conf;
 pub mod logs;
 mod machine;
+pub mod php;
+pub mod python;
 mod ready;
 mod runner;
 pub mod spawn;
@@ -25,7 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::{ConfigError, JsonPath};
 use crate::upstream::conf::UpstreamConf;
 use crate::upstream::{ServerState, Upstream};
-use conf::AppConf;
+use conf::{AppConf, AppKind};
 use machine::{AppStatus, InstanceId, InstanceState, ReloadReport};
 use runner::{Command, Runner};
 
@@ -35,6 +37,8 @@ pub struct Paths {
     pub sockets: PathBuf,
     pub log: PathBuf,
     pub node: Option<(PathBuf, PathBuf)>,
+    /// rein's Python adapter, for `"type": "python"` apps.
+    pub python_adapter: PathBuf,
 }
 
 /// What `/status` shows of an application, refreshed by its runner.
@@ -67,11 +71,17 @@ impl Supervisor {
         std::fs::create_dir_all(&run)?;
         std::fs::create_dir_all(state_dir.join("logs"))?;
         let node = spawn::install_node_support(&run.join("node")).ok();
+        std::fs::create_dir_all(run.join("python"))?;
+        std::fs::write(run.join("python/rein_adapter.py"), python::ADAPTER)?;
         Ok(Supervisor {
             dir: state_dir.to_owned(),
             node,
             apps: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    fn python_adapter(&self) -> PathBuf {
+        self.dir.join("run/python/rein_adapter.py")
     }
 
     fn apps(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, App>> {
@@ -92,20 +102,41 @@ impl Supervisor {
                 let at = app_path.key("watch").key("paths");
                 return Err(at.error(format!("{} does not exist", missing.display())));
             }
-            spawn::check_executable(
-                &conf.executable,
-                conf.working_directory.as_deref(),
-                conf.user.as_deref(),
-            )
-            .map_err(|e| {
-                JsonPath::root()
-                    .key("applications")
-                    .key(name)
-                    .key("executable")
-                    .error(e)
-            })?;
+            self.check_program(name, conf)
+                .map_err(|e| app_path.key(e.0).error(e.1))?;
         }
         Ok(())
+    }
+
+    /// Whether the app's program can start: the executable (PHP-FPM for PHP), and for Python apps, an import
+    /// of the app unless it runs unchanged already. The error names the key to blame.
+    fn check_program(&self, name: &str, conf: &AppConf) -> Result<(), (&'static str, String)> {
+        let dir = conf.working_directory.as_deref();
+        let user = conf.user.as_deref();
+        match &conf.kind {
+            AppKind::External => spawn::check_executable(&conf.executable, dir, user)
+                .map(drop)
+                .map_err(|e| ("executable", e)),
+            AppKind::Php(_) => match php::find_fpm() {
+                Some(fpm) => spawn::check_executable(&fpm, dir, user)
+                    .map(drop)
+                    .map_err(|e| ("type", e)),
+                None => Err((
+                    "type",
+                    "PHP-FPM is not installed (Debian: apt-get install php-fpm)".to_owned(),
+                )),
+            },
+            AppKind::Python(py) => {
+                spawn::check_executable(&conf.executable, dir, user)
+                    .map_err(|e| (if py.home.is_some() { "home" } else { "type" }, e))?;
+                if self.apps().get(name).is_some_and(|app| app.conf == *conf) {
+                    return Ok(());
+                }
+                let adapter = self.python_adapter();
+                tokio::task::block_in_place(|| python::check(py, &adapter, dir, &conf.environment))
+                    .map_err(|e| ("module", e))
+            }
+        }
     }
 
     /// Moves the running applications to `apps`; returns each application's upstream for routing.
@@ -150,6 +181,7 @@ impl Supervisor {
             sockets,
             log: self.log_path(name),
             node: self.node.clone(),
+            python_adapter: self.python_adapter(),
         };
         let upstream = Upstream::new(
             &format!("applications/{name}"),
@@ -265,6 +297,7 @@ fn view_json(view: &AppView) -> Value {
         "state": if status.errored.is_some() { "errored" } else if status.reloading { "reloading" } else { "running" },
         "errored": status.errored,
         "instances": instances,
+        "replacements": status.replacements,
         "last_reload": status.last_reload.as_ref().map(|r| json!({
             "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
             "requests_served": view.reload_counts.map(|c| c.0),

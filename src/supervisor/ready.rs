@@ -1,5 +1,5 @@
-//! Readiness checks of an instance on the socket rein gave it: a plain connect, or an HTTP `GET` answered
-//! with a status below 500.
+//! Readiness checks of an instance on the socket rein gave it: a plain connect, an HTTP `GET` answered
+//! with a status below 500, or a FastCGI `FCGI_GET_VALUES` answered.
 
 use std::time::Duration;
 
@@ -18,6 +18,9 @@ const ATTEMPT: Duration = Duration::from_secs(2);
 
 /// One readiness attempt: true when the instance passes.
 pub async fn check(addr: &AppSocket, readiness: &Readiness) -> bool {
+    if *readiness == Readiness::FastCgi {
+        return fastcgi_answers(addr).await;
+    }
     let attempt = async {
         match addr {
             AppSocket::Unix(path) => probe(UnixStream::connect(path).await.ok()?, readiness).await,
@@ -56,4 +59,15 @@ where
     let status = response.status().as_u16();
     let _ = response.into_body().collect().await;
     Some(status)
+}
+
+/// A FastCGI server answers management records only once it accepts: PHP-FPM's master and the Python
+/// adapter after its import.
+async fn fastcgi_answers(addr: &AppSocket) -> bool {
+    let server = super::runner::server_addr(addr);
+    let attempt = async {
+        let mut conn = crate::fastcgi::connect(&server, ATTEMPT).await.ok()?;
+        conn.probe(ATTEMPT).await.ok()
+    };
+    matches!(tokio::time::timeout(ATTEMPT, attempt).await, Ok(Some(())))
 }

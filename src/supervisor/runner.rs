@@ -15,10 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::conf::{AppConf, Scale};
+use super::conf::{AppConf, AppKind, Scale};
 use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
 };
+use super::php::{self, Launch};
 use super::spawn::{self, AppSocket, SpawnSpec};
 use super::watch;
 use super::{AppView, Paths};
@@ -38,8 +39,6 @@ pub enum Command {
 /// How often memory limits and scaling are looked at.
 const TICK: Duration = Duration::from_secs(1);
 
-/// How long an instance waits to be drained before it is stopped anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often readiness probes and drain watchers look.
 const POLL: Duration = Duration::from_millis(25);
 
@@ -80,11 +79,12 @@ pub fn policy(conf: &AppConf) -> Policy {
         processes: conf.processes,
         ready_timeout: conf.ready_timeout,
         stop_timeout: conf.stop_timeout,
-        drain_timeout: DRAIN_TIMEOUT,
+        drain_timeout: conf.drain_timeout,
         min_restart_interval: conf.min_restart_interval,
         backoff_max: conf.backoff_max,
         max_failures: conf.max_failures,
         stable_after: conf.stable_after,
+        reload: conf.reload,
     }
 }
 
@@ -200,6 +200,18 @@ impl Runner {
                     self.respawn = Some(self.later(after, Event::RespawnDue));
                 }
                 Effect::ReloadDone(report) => self.reload_done(report),
+                Effect::ReplaceDone {
+                    old,
+                    new,
+                    ok,
+                    reason,
+                } => {
+                    if ok {
+                        tracing::info!(app = %self.name, instance = old, by = new, "instance replaced");
+                    } else {
+                        tracing::warn!(app = %self.name, instance = old, by = new, reason, "replacement ended early; the instance keeps its place");
+                    }
+                }
                 Effect::Errored { reason } => {
                     tracing::error!(app = %self.name, reason, "application errored: not restarting it until a reload");
                 }
@@ -231,7 +243,7 @@ impl Runner {
     fn start_process(&mut self, id: InstanceId) -> Result<u32, String> {
         let (socket, addr) = spawn::listen(self.conf.socket, &self.paths.sockets, id)
             .map_err(|e| format!("cannot create the socket: {e}"))?;
-        let spec = self.spec(addr.clone());
+        let spec = self.spec(addr.clone())?;
         let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(|e| e.to_string())?;
         let pid = spawned.child.id().ok_or("the process exited at once")?;
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
@@ -253,31 +265,60 @@ impl Runner {
         Ok(pid)
     }
 
-    fn spec(&self, socket: AppSocket) -> SpawnSpec {
+    fn spec(&self, socket: AppSocket) -> Result<SpawnSpec, String> {
         let c = &self.conf;
-        SpawnSpec {
-            executable: c.executable.clone(),
-            arguments: c.arguments.clone(),
+        let Launch {
+            program: executable,
+            arguments,
+            environment,
+        } = match &c.kind {
+            AppKind::External => Launch {
+                program: c.executable.clone(),
+                arguments: c.arguments.clone(),
+                environment: c.environment.clone(),
+            },
+            AppKind::Php(php) => php::launch(&self.name, c, php, &socket, &self.paths.sockets)
+                .map_err(|e| format!("cannot prepare PHP-FPM: {e}"))?,
+            AppKind::Python(py) => Launch {
+                program: c.executable.clone(),
+                arguments: py.arguments(&self.paths.python_adapter),
+                environment: c.environment.clone(),
+            },
+        };
+        Ok(SpawnSpec {
+            node: is_node(&executable)
+                .then(|| self.paths.node.clone())
+                .flatten(),
+            executable,
+            arguments,
             working_directory: c.working_directory.clone(),
-            environment: c.environment.clone(),
+            environment,
             user: c.user.clone(),
             group: c.group.clone(),
             socket,
             stdout: self.paths.log.clone(),
             stderr: self.paths.log.clone(),
             log_rotation: Default::default(),
-            node: is_node(&c.executable)
-                .then(|| self.paths.node.clone())
-                .flatten(),
             name: self.name.clone(),
-        }
+            // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
+            death_signal: match c.kind {
+                AppKind::Php(_) => Signal::SIGTERM,
+                _ => Signal::SIGKILL,
+            },
+        })
     }
 
     /// Reports the exit the moment it happens (tokio's child reaper), never by polling.
     fn watch_exit(&self, id: InstanceId, mut child: tokio::process::Child) {
         let events = self.events.clone();
+        let leader = child.id();
         tokio::spawn(async move {
             let status = child.wait().await;
+            // What the instance left behind (workers of a killed master, stray grandchildren) goes with it:
+            // it would hold the socket and serve requests nobody supervises.
+            if let Some(pid) = leader {
+                let _ = spawn::signal_group(pid, Signal::SIGKILL);
+            }
             let (code, signal) = match status {
                 Ok(s) => {
                     use std::os::unix::process::ExitStatusExt;
@@ -317,7 +358,7 @@ impl Runner {
         let mut members: Vec<Member> = self.upstream.members().as_ref().clone();
         members.push(Member {
             weight: 1.0,
-            max_connections: None,
+            max_connections: self.conf.concurrency(),
             state: instance.server.clone(),
         });
         self.upstream.set_members(members);
@@ -381,8 +422,8 @@ impl Runner {
         }
     }
 
-    /// Once a second: replaces instances over their memory or request limit (by a rolling restart), and
-    /// scales between `spare` and `max`.
+    /// Once a second: replaces an instance over its memory or request limit (that instance only, by a
+    /// replacement started beside it), and scales between `spare` and `max`.
     fn tick(&mut self) {
         let now = Instant::now();
         let status = self.machine.status(now);
@@ -394,28 +435,33 @@ impl Runner {
             .iter()
             .filter(|i| i.state == InstanceState::Ready)
             .collect();
-        if let Some(limit) = self.conf.memory_limit
-            && let Some((id, rss)) = ready.iter().find_map(|i| {
+        for i in &ready {
+            let rss = self.conf.memory_limit.and_then(|limit| {
                 i.pid
                     .and_then(super::rss_bytes)
                     .filter(|r| *r > limit)
-                    .map(|r| (i.id, r))
-            })
-        {
-            tracing::warn!(app = %self.name, instance = id, rss, limit, "memory limit exceeded: rolling restart");
-            let effects = self.machine.handle(Event::Reload, now);
-            self.carry_out(effects);
-            return;
-        }
-        if let Some(limit) = self.conf.max_requests
-            && let Some(id) = ready.iter().map(|i| i.id).find(|id| {
+                    .map(|r| (r, limit))
+            });
+            let requests = self.conf.max_requests.and_then(|limit| {
                 self.instances
-                    .get(id)
-                    .is_some_and(|inst| inst.server.requests() >= limit)
-            })
-        {
-            tracing::info!(app = %self.name, instance = id, limit, "request limit reached: rolling restart");
-            let effects = self.machine.handle(Event::Reload, now);
+                    .get(&i.id)
+                    .map(|inst| (inst.server.requests(), limit))
+                    .filter(|(n, limit)| n >= limit)
+            });
+            if rss.is_none() && requests.is_none() {
+                continue;
+            }
+            // The machine takes one replacement at a time (and none during its back-off): only a Replace it
+            // acts on is logged, so an instance waiting its turn is not reported every second.
+            let effects = self.machine.handle(Event::Replace { id: i.id }, now);
+            if effects.is_empty() {
+                continue;
+            }
+            if let Some((rss, limit)) = rss {
+                tracing::warn!(app = %self.name, instance = i.id, pid = i.pid, rss, limit, "memory limit exceeded: replacing the instance");
+            } else if let Some((requests, limit)) = requests {
+                tracing::info!(app = %self.name, instance = i.id, pid = i.pid, requests, limit, "request limit reached: replacing the instance");
+            }
             self.carry_out(effects);
             return;
         }
@@ -510,7 +556,7 @@ impl Runner {
     }
 }
 
-fn server_addr(addr: &AppSocket) -> ServerAddr {
+pub(super) fn server_addr(addr: &AppSocket) -> ServerAddr {
     match addr {
         AppSocket::Unix(p) => ServerAddr::Unix(p.clone()),
         AppSocket::Tcp(a) => ServerAddr::Tcp(*a),

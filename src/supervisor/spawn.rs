@@ -4,7 +4,7 @@
 //! - rein forks and, in the child before exec: `setpgid(0, 0)` (its own process group, so [`signal_group`]
 //!   reaches grandchildren), stdin `/dev/null`, stdout/stderr pipes read by rein ([`super::logs`]), the user
 //!   switch when rein is root (`setgroups` to the user's groups, `setgid`, `setuid`), then
-//!   `PR_SET_PDEATHSIG(SIGKILL)` — after the switch, because a credential change clears it — and finally the
+//!   `PR_SET_PDEATHSIG` (SIGKILL unless the spec says otherwise) — after the switch, because a credential change clears it — and finally the
 //!   listening socket `dup2`'d to fd 3 without close-on-exec.
 //! - it execs rein itself (`/proc/self/exe __exec -- PROG ARGS...`, so an upgraded or deleted rein binary still
 //!   works) as a shim ([`exec_shim`]) that sets `LISTEN_PID` to its own pid and `execvp`s the app: the pid is
@@ -87,6 +87,9 @@ pub struct SpawnSpec {
     pub node: Option<(PathBuf, PathBuf)>,
     /// The app's name, for logs, errors and `LISTEN_FDNAMES`.
     pub name: String,
+    /// The signal the process gets if rein dies (`PR_SET_PDEATHSIG`): SIGKILL, or a signal that lets a
+    /// master process take its own workers down (PHP-FPM's workers are not rein's children).
+    pub death_signal: Signal,
 }
 
 /// `PATH` for children when rein has none.
@@ -217,7 +220,8 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before the fork.
     let parent = std::process::id() as libc::pid_t;
     unsafe {
-        cmd.pre_exec(move || child_setup(&creds, cwd.as_deref(), listen_fd, parent));
+        let death = spec.death_signal as libc::c_ulong;
+        cmd.pre_exec(move || child_setup(&creds, cwd.as_deref(), listen_fd, parent, death));
     }
 
     let mut child = spawner()
@@ -238,6 +242,7 @@ fn child_setup(
     cwd: Option<&std::ffi::CStr>,
     listen_fd: RawFd,
     parent: libc::pid_t,
+    death_signal: libc::c_ulong,
 ) -> io::Result<()> {
     fn check(r: libc::c_int) -> io::Result<()> {
         if r == -1 {
@@ -259,13 +264,7 @@ fn child_setup(
             check(libc::chdir(dir.as_ptr()))?;
         }
         // After the switch: changing credentials clears the parent-death signal.
-        check(libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ))?;
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, death_signal, 0, 0, 0))?;
         // rein died between fork and prctl: the signal will never come.
         if libc::getppid() != parent {
             return Err(io::Error::other("rein exited during the start"));
@@ -609,11 +608,14 @@ pub fn exec_shim(args: Vec<OsString>) -> ExitCode {
 
 /// The Node.js support files embedded in rein.
 const NODE_PRELOAD: &str = include_str!("node/preload.js");
+const NODE_HOOKS: &str = include_str!("node/hooks.mjs");
 const UNIT_HTTP_INDEX: &str = include_str!("node/unit-http/index.js");
+const UNIT_HTTP_MODULE: &str = include_str!("node/unit-http/index.mjs");
 const UNIT_HTTP_PACKAGE: &str = include_str!("node/unit-http/package.json");
 
-/// Writes the Node.js support files under `dir` (`dir/node/preload.js`, `dir/node/modules/unit-http/`),
-/// each atomically (temp file + rename) and world-readable, and returns `(preload.js, NODE_PATH dir)` for
+/// Writes the Node.js support files under `dir` (`dir/node/preload.js`, the ES-module hook it registers
+/// `dir/node/hooks.mjs`, `dir/node/modules/unit-http/`), each atomically (temp file + rename) and
+/// world-readable, and returns `(preload.js, NODE_PATH dir)` for
 /// [`SpawnSpec::node`]. `dir` must be traversable by the apps' users.
 pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
     let base = dir.join("node");
@@ -626,7 +628,9 @@ pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
     let preload = base.join("preload.js");
     for (path, text) in [
         (&preload, NODE_PRELOAD),
+        (&base.join("hooks.mjs"), NODE_HOOKS),
         (&unit_http.join("index.js"), UNIT_HTTP_INDEX),
+        (&unit_http.join("index.mjs"), UNIT_HTTP_MODULE),
         (&unit_http.join("package.json"), UNIT_HTTP_PACKAGE),
     ] {
         let tmp = path.with_extension("tmp");

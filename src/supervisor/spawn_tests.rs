@@ -26,6 +26,7 @@ fn spec(
         log_rotation: Rotation::default(),
         node: None,
         name: name.into(),
+        death_signal: Signal::SIGKILL,
     }
 }
 

@@ -97,6 +97,15 @@ pub struct UpstreamConf {
 }
 
 impl UpstreamConf {
+    /// The defaults, around one server (what a `proxy` or `fastcgi` action's address gets).
+    pub fn to_one(addr: ServerAddr) -> Self {
+        UpstreamConf::with_servers(vec![ServerConf {
+            addr,
+            weight: 1.0,
+            max_connections: None,
+        }])
+    }
+
     /// The defaults, around the given servers (also what a `proxy` action gets).
     pub fn with_servers(servers: Vec<ServerConf>) -> Self {
         UpstreamConf {
@@ -321,9 +330,5 @@ fn retries(v: &Value, path: &JsonPath, r: &mut Retries) -> Result<(), ConfigErro
 /// one-server upstream with the defaults.
 pub fn proxy_target(url: &str) -> Option<UpstreamConf> {
     let addr = ServerAddr::parse(url.strip_prefix("http://")?)?;
-    Some(UpstreamConf::with_servers(vec![ServerConf {
-        addr,
-        weight: 1.0,
-        max_connections: None,
-    }]))
+    Some(UpstreamConf::to_one(addr))
 }

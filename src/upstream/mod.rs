@@ -24,12 +24,17 @@ use tokio::sync::Notify;
 use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
 use health::{Change, Health};
-pub use pool::{Pool, Sender, connect};
+pub use pool::{Pool, Pooled, Sender, connect};
 
 /// One server of one upstream.
 pub struct ServerState {
     pub addr: ServerAddr,
-    pub pool: pool::Pool,
+    /// Idle HTTP connections.
+    pub pool: Pool<Sender>,
+    /// Idle FastCGI connections (a server may be reached both ways: the pools are apart).
+    pub fcgi: Pool<crate::fastcgi::Conn>,
+    /// Requests waiting for an answer on a FastCGI connection they just opened.
+    pub fcgi_waiting: AtomicU32,
     health: Mutex<Health>,
     active: AtomicU32,
     requests: AtomicU64,
@@ -40,7 +45,9 @@ impl ServerState {
     pub fn new(addr: ServerAddr) -> Self {
         ServerState {
             addr,
-            pool: pool::Pool::default(),
+            pool: Pool::default(),
+            fcgi: Pool::default(),
+            fcgi_waiting: AtomicU32::new(0),
             health: Mutex::new(Health::new()),
             active: AtomicU32::new(0),
             requests: AtomicU64::new(0),
@@ -238,7 +245,7 @@ impl Upstream {
                 let entry = json!({
                     "state": s.health().state_name(now),
                     "active": s.active(),
-                    "idle_connections": s.pool.idle_count(),
+                    "idle_connections": s.pool.idle_count() + s.fcgi.idle_count(),
                     "requests": s.requests.load(Ordering::Relaxed),
                     "failures": s.failures.load(Ordering::Relaxed),
                 });

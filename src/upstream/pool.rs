@@ -1,5 +1,6 @@
 //! Keep-alive connections to one server: dialled over TCP or a Unix socket, kept idle for reuse up to the
-//! upstream's idle timeout, and dropped when the server closes them.
+//! upstream's idle timeout, and dropped when the server closes them. One pool per transport: HTTP senders
+//! here, FastCGI connections in [`crate::fastcgi`].
 
 use std::collections::VecDeque;
 use std::io;
@@ -21,9 +22,21 @@ const MAX_IDLE: usize = 256;
 
 pub type Sender = SendRequest<Body>;
 
+/// A connection that can wait in a pool.
+pub trait Pooled {
+    /// Whether the server closed it (then it is not worth handing out).
+    fn is_closed(&self) -> bool;
+}
+
+impl Pooled for Sender {
+    fn is_closed(&self) -> bool {
+        SendRequest::is_closed(self)
+    }
+}
+
 /// An idle connection, the moment it became idle, and the thread that last used it.
-struct Idle {
-    sender: Sender,
+struct Idle<C> {
+    sender: C,
     since: Instant,
     thread: ThreadId,
 }
@@ -32,15 +45,22 @@ struct Idle {
 const AFFINITY_WINDOW: usize = 16;
 
 /// Idle connections, oldest first.
-#[derive(Default)]
-pub struct Pool {
-    idle: Mutex<VecDeque<Idle>>,
+pub struct Pool<C> {
+    idle: Mutex<VecDeque<Idle<C>>>,
 }
 
-impl Pool {
+impl<C> Default for Pool<C> {
+    fn default() -> Self {
+        Pool {
+            idle: Mutex::new(VecDeque::new()),
+        }
+    }
+}
+
+impl<C: Pooled> Pool<C> {
     /// The most recently used idle connection still open and within `idle_timeout`. It may need a moment
     /// to be ready (its last exchange just ended): the caller awaits `ready()`.
-    pub fn take(&self, idle_timeout: Duration) -> Option<Sender> {
+    pub fn take(&self, idle_timeout: Duration) -> Option<C> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         // Expired connections gather at the front; dropping them there is cheap.
@@ -74,7 +94,7 @@ impl Pool {
     }
 
     /// Returns a connection whose exchange is complete, for reuse.
-    pub fn put(&self, sender: Sender) {
+    pub fn put(&self, sender: C) {
         if sender.is_closed() {
             return;
         }

@@ -6,18 +6,17 @@
 //! module runs in seconds; every wait is a deadline.
 
 use std::collections::BTreeSet;
-use std::io::{BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::harness::{Conn, DEADLINE, Rein, Response, get, read_response, wait_for};
+use crate::harness::{Conn, Rein, Response, get, wait_for};
+use crate::load::{Load, assert_no_failures};
 
 // ----- helpers ---------------------------------------------------------------------------------------
 
@@ -208,109 +207,6 @@ fn remove_app(rein: &Rein, name: &str) {
     assert_eq!(code, 200, "{body}");
     let (code, body) = rein.api("DELETE", &format!("/config/applications/{name}"), None);
     assert_eq!(code, 200, "{body}");
-}
-
-fn open(addr: SocketAddr) -> BufReader<TcpStream> {
-    let s = TcpStream::connect(addr).expect("connect to rein");
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    BufReader::new(s)
-}
-
-fn try_get(conn: &mut BufReader<TcpStream>, path: &str) -> Option<Response> {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n");
-    conn.get_mut().write_all(req.as_bytes()).ok()?;
-    read_response(conn, false)
-}
-
-/// Keep-alive GET load: each thread loops on one connection to its path, counting answers (by the tag in
-/// `KIND:TAG:PID`) and every failure (a status other than 200, or a connection closed without an answer).
-struct Load {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-    ok: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
-    failures: Arc<Mutex<Vec<String>>>,
-    total: Arc<AtomicU64>,
-}
-
-impl Load {
-    fn start(addr: SocketAddr, paths: &[&'static str]) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let ok = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
-        let failures = Arc::new(Mutex::new(Vec::new()));
-        let total = Arc::new(AtomicU64::new(0));
-        let threads = paths
-            .iter()
-            .map(|&path| {
-                let (stop, ok, failures, total) =
-                    (stop.clone(), ok.clone(), failures.clone(), total.clone());
-                std::thread::spawn(move || {
-                    let mut conn = open(addr);
-                    while !stop.load(Ordering::Relaxed) {
-                        match try_get(&mut conn, path) {
-                            Some(r) if r.status == 200 => {
-                                let text = r.text();
-                                let key = text
-                                    .rsplit_once(':')
-                                    .map_or(text.clone(), |(k, _)| k.to_owned());
-                                *ok.lock().unwrap().entry(key).or_default() += 1;
-                            }
-                            Some(r) => failures.lock().unwrap().push(format!(
-                                "{path}: {} {}",
-                                r.status,
-                                r.text()
-                            )),
-                            None => {
-                                failures
-                                    .lock()
-                                    .unwrap()
-                                    .push(format!("{path}: connection closed without an answer"));
-                                conn = open(addr);
-                            }
-                        }
-                        total.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        Load {
-            stop,
-            threads,
-            ok,
-            failures,
-            total,
-        }
-    }
-
-    /// Waits until `n` more requests were made (whatever their outcome).
-    fn wait_more(&self, n: u64) {
-        let start = self.total.load(Ordering::Relaxed);
-        wait_for(&format!("{n} more requests"), || {
-            self.total.load(Ordering::Relaxed) >= start + n
-        });
-    }
-
-    fn count(&self, key: &str) -> u64 {
-        self.ok.lock().unwrap().get(key).copied().unwrap_or(0)
-    }
-
-    fn finish(self) -> (std::collections::BTreeMap<String, u64>, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            t.join().unwrap();
-        }
-        let ok = self.ok.lock().unwrap().clone();
-        let failures = self.failures.lock().unwrap().clone();
-        (ok, failures)
-    }
-}
-
-fn assert_no_failures(ok: &std::collections::BTreeMap<String, u64>, failures: &[String]) {
-    assert!(
-        failures.is_empty(),
-        "{} failed requests (answered: {ok:?}); first ones: {:?}",
-        failures.len(),
-        &failures[..failures.len().min(5)]
-    );
 }
 
 // ----- 1. Node.js ------------------------------------------------------------------------------------
@@ -1018,24 +914,51 @@ fn a_busy_app_scales_up_to_max_and_back_to_spare_when_idle() {
 }
 
 #[test]
-fn an_instance_over_its_memory_limit_is_replaced_by_a_rolling_restart() {
+fn only_the_instance_over_its_memory_limit_is_replaced_under_load() {
     let rein = Rein::start();
-    // Any Python process is over 1 MB: each check finds it over the limit and rolls the app.
-    let addr = serve_one(
-        &rein,
-        "fat",
-        python_app("fat", &[], json!({"memory_limit": "1M"})),
+    // A fresh Python instance is well under 48 MiB; `/grow` adds 64 MiB to the one that serves it.
+    let script = app_file("grow_app.py");
+    let conf = app(
+        python(),
+        &[script.as_str(), "g"],
+        json!({"processes": 2, "memory_limit": "48M"}),
     );
-    let first = wait_ready(&rein, "fat", 1);
-    wait_for("a rolling restart for the memory limit", || {
-        let s = status(&rein, "fat");
-        s["last_reload"]["ok"] == true && s["generation"].as_u64().unwrap_or(0) >= 2
+    let addr = serve_one(&rein, "fat", conf);
+    let before = wait_ready(&rein, "fat", 2);
+    let gen0 = status(&rein, "fat")["generation"].clone();
+    let load = Load::start(addr, &["/a", "/b"]);
+    load.wait_more(20);
+
+    let (tag, fat) = who(&get(addr, "/grow"));
+    assert_eq!(tag, "g");
+    let kept = *before.iter().find(|p| **p != fat).unwrap();
+    let mut now = BTreeSet::new();
+    wait_for("the grown instance replaced", || {
+        now = ready_pids(&rein, "fat");
+        now.len() == 2 && !now.contains(&fat)
     });
-    wait_for("the first instance to be replaced", || {
-        ready_pids(&rein, "fat").is_disjoint(&first)
-    });
-    assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
-    assert!(rein.log_text().contains("memory limit exceeded"));
+    assert!(
+        now.contains(&kept),
+        "the other instance keeps its pid: {now:?}"
+    );
+    wait_for("the grown instance stopped", || !alive(fat));
+    load.wait_more(20);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+
+    let st = status(&rein, "fat");
+    assert_eq!(st["replacements"], 1, "{st}");
+    assert_eq!(st["generation"], gen0, "not a reload: {st}");
+    assert_eq!(st["last_reload"], Value::Null, "not a reload: {st}");
+    assert_eq!(st["state"], "running", "{st}");
+    assert_eq!(wait_ready(&rein, "fat", 2), now, "nothing else replaced");
+    let log = rein.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("memory limit exceeded"))
+        .unwrap_or_else(|| panic!("the reason in rein's log:\n{log}"));
+    assert!(line.contains(&format!("pid={fat}")), "{line}");
+    assert!(log.contains("instance replaced"), "{log}");
 }
 
 #[test]
@@ -1056,6 +979,14 @@ fn an_instance_that_served_its_request_limit_is_replaced() {
         !pids.is_empty() && pids.is_disjoint(&first)
     });
     assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
+    let st = status(&rein, "lim");
+    assert!(st["replacements"].as_u64().unwrap() >= 1, "{st}");
+    assert_eq!(
+        st["last_reload"],
+        Value::Null,
+        "one instance replaced, not a reload: {st}"
+    );
+    assert!(rein.log_text().contains("request limit reached"));
 }
 
 #[test]
@@ -1091,4 +1022,197 @@ fn a_change_to_a_watched_file_is_a_rolling_reload() {
             .starts_with("applications/w/watch/paths"),
         "{body}"
     );
+}
+
+// ----- 10. Reload strategies -------------------------------------------------------------------------
+
+/// Polls the app's status until `stop` is set (from another thread of a scope), returning every snapshot.
+fn observe(rein: &Rein, name: &str, stop: &AtomicBool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        seen.push(status(rein, name));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    seen
+}
+
+/// `(starting, ready)` instances of `generation` in a status snapshot.
+fn count_of(st: &Value, generation: u64) -> (usize, usize) {
+    let all = st["instances"].as_array().cloned().unwrap_or_default();
+    let of = |state: &str| {
+        all.iter()
+            .filter(|i| i["generation"] == generation && i["state"] == state)
+            .count()
+    };
+    (of("starting"), of("ready"))
+}
+
+#[test]
+fn a_parallel_reload_under_load_switches_every_instance_at_once() {
+    let rein = Rein::start();
+    let conf = |tag: &str| {
+        python_app(
+            tag,
+            &["--sleep", "0.3"],
+            json!({"processes": 3, "reload": {"strategy": "parallel"}}),
+        )
+    };
+    let addr = serve_one(&rein, "py", conf("v1"));
+    let old = wait_ready(&rein, "py", 3);
+    let gen0 = status(&rein, "py")["generation"].as_u64().unwrap();
+    let load = Load::start(addr, &["/a", "/b", "/c"]);
+    load.wait_more(20);
+
+    let stop = AtomicBool::new(false);
+    let seen = std::thread::scope(|s| {
+        let watcher = s.spawn(|| observe(&rein, "py", &stop));
+        let (code, body) = rein.api(
+            "PUT",
+            "/config/applications/py",
+            Some(&conf("v2").to_string()),
+        );
+        assert_eq!(code, 200, "{body}");
+        wait_for("the parallel reload done", || {
+            let st = status(&rein, "py");
+            st["last_reload"]["ok"] == true && st["generation"] == gen0 + 1
+        });
+        stop.store(true, Ordering::Relaxed);
+        watcher.join().unwrap()
+    });
+    let new = wait_ready(&rein, "py", 3);
+    assert!(
+        new.is_disjoint(&old),
+        "every pid changed: {old:?} -> {new:?}"
+    );
+    load.wait_more(20);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+    assert!(ok.contains_key("python:v2"), "{ok:?}");
+    // Blue/green: the new generation never served while part of it was still starting.
+    let mut held = false;
+    for st in &seen {
+        let (starting, ready) = count_of(st, gen0 + 1);
+        assert!(
+            ready == 0 || ready == 3,
+            "new instances admitted one by one: {st}"
+        );
+        held |= starting == 3 && st["state"] == "reloading";
+    }
+    assert!(held, "the three new instances were seen starting together");
+    for w in old {
+        wait_for("the old instances stopped", || !alive(w));
+    }
+}
+
+#[test]
+fn a_batch_reload_under_load_replaces_two_at_a_time() {
+    let rein = Rein::start();
+    let conf = json!({"processes": 4, "reload": {"strategy": "rolling", "batch": 2}});
+    let addr = serve_one(&rein, "py", python_app("b", &["--sleep", "0.2"], conf));
+    let old = wait_ready(&rein, "py", 4);
+    let gen0 = status(&rein, "py")["generation"].as_u64().unwrap();
+    let load = Load::start(addr, &["/a", "/b", "/c"]);
+    load.wait_more(20);
+
+    let stop = AtomicBool::new(false);
+    let seen = std::thread::scope(|s| {
+        let watcher = s.spawn(|| observe(&rein, "py", &stop));
+        let (code, body) = restart(&rein, "py");
+        assert_eq!((code, body), (200, json!({"success": "Ok"})));
+        stop.store(true, Ordering::Relaxed);
+        watcher.join().unwrap()
+    });
+    let new = wait_ready(&rein, "py", 4);
+    assert!(
+        new.is_disjoint(&old),
+        "every pid changed: {old:?} -> {new:?}"
+    );
+    load.wait_more(20);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+    let st = status(&rein, "py");
+    assert_eq!(st["generation"], gen0 + 1, "{st}");
+    let most = seen
+        .iter()
+        .map(|st| count_of(st, gen0 + 1).0)
+        .max()
+        .unwrap_or(0);
+    assert!(most <= 2, "at most `batch` new instances start at once");
+    assert_eq!(most, 2, "two new instances were seen starting together");
+}
+
+#[test]
+fn a_bad_reload_option_is_refused_with_its_path() {
+    let rein = Rein::start();
+    serve_one(&rein, "py", python_app("r", &[], json!({})));
+    wait_ready(&rein, "py", 1);
+    for (reload, at) in [
+        (json!({"strategy": "blue"}), "reload/strategy"),
+        (json!({"strategy": "rolling", "batch": 0}), "reload/batch"),
+        (json!({"batch": "2"}), "reload/batch"),
+        (json!({"strategy": "parallel", "batch": 2}), "reload/batch"),
+        (json!({"drain_timeout": -1}), "reload/drain_timeout"),
+        (json!({"strategy": "rolling", "size": 2}), "reload/size"),
+        (json!("parallel"), "reload"),
+    ] {
+        let bad = python_app("r", &[], json!({ "reload": reload }));
+        let (code, body) = rein.api("PUT", "/config/applications/py", Some(&bad.to_string()));
+        assert_eq!(code, 400, "{reload}: {body}");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.starts_with(&format!("applications/py/{at}")),
+            "{reload}: {body}"
+        );
+    }
+    let good = python_app(
+        "r",
+        &[],
+        json!({"reload": {"strategy": "parallel", "drain_timeout": 5}}),
+    );
+    let (code, body) = rein.api("PUT", "/config/applications/py", Some(&good.to_string()));
+    assert_eq!(code, 200, "{body}");
+}
+
+// ----- 11. ES modules --------------------------------------------------------------------------------
+
+#[test]
+fn esm_apps_importing_unit_http_run_unmodified() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        json!([
+            {"match": {"uri": "/pkg"}, "action": {"pass": "applications/pkg"}},
+            {"action": {"pass": "applications/esm"}}
+        ]),
+        json!({"applications": {
+            "esm": node_app("esm_app.mjs", &["m"], json!({"processes": 2})),
+            "pkg": node_app("esm_pkg/server.js", &["p"], json!({})),
+        }}),
+    );
+    let pids = wait_ready(&rein, "esm", 2);
+    let mut seen = BTreeSet::new();
+    wait_for("answers from both ES-module instances", || {
+        let r = get(addr, "/");
+        assert_eq!(r.status, 200, "{r:?}");
+        let (tag, pid) = who(&r);
+        assert_eq!(
+            (r.text().split(':').next().unwrap(), tag.as_str()),
+            ("esm", "m")
+        );
+        seen.insert(pid);
+        seen.len() == 2
+    });
+    assert_eq!(seen, pids);
+    let pkg = *wait_ready(&rein, "pkg", 1).first().unwrap();
+    assert_eq!(get(addr, "/pkg").text(), format!("esm:p:{pkg}"));
+    // The preload's listen() on fd 3 applied to the ES module too (its port 8080 was never bound).
+    let log = app_log(&rein, "esm");
+    assert!(
+        log.contains("rein: listen(8080) uses the socket passed by rein (fd 3"),
+        "{log}"
+    );
+    assert!(!log.contains("Error"), "{log}");
+    // And it reloads like any app.
+    let (code, body) = restart(&rein, "esm");
+    assert_eq!(code, 200, "{body}");
+    assert!(wait_ready(&rein, "esm", 2).is_disjoint(&pids));
 }

@@ -1,6 +1,7 @@
 //! rein's integration tests: one binary, each module a subsystem, every test against the real `rein`.
 
 mod harness;
+mod load;
 
 mod apps;
 mod bench;
@@ -9,7 +10,9 @@ mod control;
 mod exec_shim;
 mod http;
 mod lifecycle;
+mod php;
 mod proxy;
+mod python;
 mod reload;
 mod routing;
 mod share;

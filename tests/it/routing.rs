@@ -555,7 +555,6 @@ fn pass_to_applications_and_upstreams() {
     let addr = rein.serve_with(
         json!([
             {"match": {"uri": "/app"}, "action": {"pass": "applications/app"}},
-            {"match": {"uri": "/app-target"}, "action": {"pass": "applications/app/default"}},
             {"match": {"uri": "/up"}, "action": {"pass": "upstreams/up"}},
             {"match": {"uri": "/dyn"}, "action": {"pass": "applications/$arg_name"}}
         ]),
@@ -566,12 +565,7 @@ fn pass_to_applications_and_upstreams() {
         }),
     );
     let mut c = Conn::open(addr);
-    for (path, status) in [
-        ("/app", 503),
-        ("/app-target", 503),
-        ("/up", 502),
-        ("/dyn?name=app", 503),
-    ] {
+    for (path, status) in [("/app", 503), ("/up", 502), ("/dyn?name=app", 503)] {
         let r = c.get(path, &[]);
         assert_eq!(r.status, status, "{path}: {r:?}");
         assert!(r.text().contains(&format!("Error {status}")), "{path}");
@@ -581,6 +575,11 @@ fn pass_to_applications_and_upstreams() {
         (
             json!([{"action": {"pass": "applications/ghost"}}]),
             json!({}),
+        ),
+        // External apps have no `targets`.
+        (
+            json!([{"action": {"pass": "applications/app/default"}}]),
+            json!({"applications": {"app": {"type": "external", "executable": "/bin/true"}}}),
         ),
         (
             json!([{"action": {"pass": "upstreams/ghost"}}]),

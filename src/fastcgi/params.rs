@@ -1,0 +1,199 @@
+//! FastCGI name-value pairs: the content of PARAMS streams and of GET_VALUES records.
+//!
+//! Each length is one byte when under 128, else four bytes with the high bit set (31 bits of length). Names
+//! and values are bytes: CGI variables carry header values and paths, which need not be UTF-8.
+
+use bytes::{BufMut, BytesMut};
+
+/// The largest length the four-byte form holds.
+const MAX_LEN: usize = 0x7fff_ffff;
+
+/// Name-value pairs in order. Duplicates are kept: PHP-FPM lets the last one win, which is how
+/// user-configured params override the computed ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Why PARAMS content cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ParamsError {
+    #[error("name-value pair cut short")]
+    Truncated,
+}
+
+impl Params {
+    pub fn new() -> Self {
+        Params::default()
+    }
+
+    pub fn push(&mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.pairs
+            .push((name.as_ref().to_vec(), value.as_ref().to_vec()));
+    }
+
+    /// The value of the last pair called `name`: the one the application sees.
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
+        let name = name.as_ref();
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    pub fn into_inner(self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.pairs
+    }
+
+    /// Appends the pairs, encoded, to `buf` (the content of a PARAMS stream, before cutting into records).
+    /// A name or value over 2^31-1 bytes cannot be encoded: such a pair is left out, with a warning.
+    pub fn encode(&self, buf: &mut BytesMut) {
+        for (name, value) in &self.pairs {
+            if name.len() > MAX_LEN || value.len() > MAX_LEN {
+                tracing::warn!(
+                    name = %String::from_utf8_lossy(&name[..name.len().min(64)]),
+                    "FastCGI param too long to encode, left out"
+                );
+                continue;
+            }
+            buf.reserve(8 + name.len() + value.len());
+            put_len(buf, name.len());
+            put_len(buf, value.len());
+            buf.put_slice(name);
+            buf.put_slice(value);
+        }
+    }
+
+    /// Reads encoded pairs: the whole content of a PARAMS stream, or of a GET_VALUES(_RESULT) record.
+    pub fn decode(mut data: &[u8]) -> Result<Params, ParamsError> {
+        let mut params = Params::new();
+        while !data.is_empty() {
+            let name_len = take_len(&mut data)?;
+            let value_len = take_len(&mut data)?;
+            let name = take(&mut data, name_len)?;
+            let value = take(&mut data, value_len)?;
+            params.push(name, value);
+        }
+        Ok(params)
+    }
+}
+
+impl<N: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(N, V)> for Params {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> Self {
+        let mut params = Params::new();
+        params.extend(iter);
+        params
+    }
+}
+
+impl<N: AsRef<[u8]>, V: AsRef<[u8]>> Extend<(N, V)> for Params {
+    fn extend<I: IntoIterator<Item = (N, V)>>(&mut self, iter: I) {
+        for (n, v) in iter {
+            self.push(n, v);
+        }
+    }
+}
+
+fn put_len(buf: &mut BytesMut, len: usize) {
+    match u8::try_from(len) {
+        Ok(short) if short < 0x80 => buf.put_u8(short),
+        _ => buf.put_u32(len as u32 | 0x8000_0000),
+    }
+}
+
+fn take_len(data: &mut &[u8]) -> Result<usize, ParamsError> {
+    let first = *data.first().ok_or(ParamsError::Truncated)?;
+    if first < 0x80 {
+        *data = &data[1..];
+        return Ok(usize::from(first));
+    }
+    let raw = take(data, 4)?;
+    let len = u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) & 0x7fff_ffff;
+    Ok(len as usize)
+}
+
+fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], ParamsError> {
+    if data.len() < n {
+        return Err(ParamsError::Truncated);
+    }
+    let (head, rest) = data.split_at(n);
+    *data = rest;
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(p: &Params) -> Params {
+        let mut buf = BytesMut::new();
+        p.encode(&mut buf);
+        Params::decode(&buf).unwrap()
+    }
+
+    #[test]
+    fn short_and_long_lengths() {
+        let long_name = "N".repeat(128);
+        let long_value = vec![b'v'; 100_000];
+        let p: Params = [
+            (b"SCRIPT_NAME".to_vec(), b"/index.php".to_vec()),
+            (b"EMPTY".to_vec(), Vec::new()),
+            (long_name.clone().into_bytes(), b"x".to_vec()),
+            (b"BIG".to_vec(), long_value.clone()),
+            (vec![b'a'; 127], vec![0xff, 0, b'\n']),
+        ]
+        .into_iter()
+        .collect();
+        let mut buf = BytesMut::new();
+        p.encode(&mut buf);
+        assert_eq!(&buf[..2], &[11, 10], "one-byte lengths");
+        assert_eq!(round_trip(&p), p);
+        assert_eq!(p.get(&long_name), Some(&b"x"[..]));
+        assert_eq!(p.get("BIG").map(<[u8]>::len), Some(100_000));
+    }
+
+    #[test]
+    fn exact_length_encodings() {
+        let mut buf = BytesMut::new();
+        Params::from_iter([(vec![b'a'; 127], vec![b'b'; 128])]).encode(&mut buf);
+        assert_eq!(&buf[..5], &[127, 0x80, 0, 0, 128]);
+        assert_eq!(buf.len(), 5 + 127 + 128);
+    }
+
+    #[test]
+    fn last_duplicate_wins() {
+        let mut p = Params::new();
+        p.push("A", "1");
+        p.push("A", "2");
+        assert_eq!(p.get("A"), Some(&b"2"[..]));
+        assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn truncated_input_is_an_error() {
+        let mut buf = BytesMut::new();
+        Params::from_iter([("NAME", "value"), ("LONG", &*"v".repeat(300))]).encode(&mut buf);
+        for cut in 1..buf.len() {
+            let _ = Params::decode(&buf[..cut]); // never panics
+        }
+        assert_eq!(Params::decode(&buf[..3]), Err(ParamsError::Truncated));
+        assert_eq!(Params::decode(&[0x80, 0, 0]), Err(ParamsError::Truncated));
+        assert_eq!(
+            Params::decode(&[0xff, 0xff, 0xff, 0xff, 0]),
+            Err(ParamsError::Truncated)
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! The CGI/1.1 variables of a request, as PHP-FPM and the PHP frameworks expect them (nginx's
+//! `fastcgi_params` plus `SCRIPT_FILENAME`, `PATH_INFO` and `PATH_TRANSLATED`).
+//!
+//! Choices where CGI leaves room:
+//! - On a Unix-socket listener there is no peer address: `REMOTE_ADDR` is `127.0.0.1` and `REMOTE_PORT` `0`
+//!   (the peer is on this machine; nginx's `unix:` breaks the many apps that validate `REMOTE_ADDR` as an IP),
+//!   and `SERVER_ADDR` is `127.0.0.1`, `SERVER_PORT` the `Host` port or the scheme's default.
+//! - Request headers become `HTTP_*`, except `Proxy` (httpoxy: it would become `HTTP_PROXY`, which CGI
+//!   libraries read as their outgoing proxy), `Content-Type` and `Content-Length` (their own variables), and
+//!   names containing `_`: `X_Real_IP` would map to the same `HTTP_X_REAL_IP` as `X-Real-IP` and could
+//!   forge it (nginx drops them by default too).
+//! - `Script::extra` comes last: PHP-FPM keeps the last of duplicate names, so it overrides what is here.
+
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST};
+use http::{HeaderName, Version};
+
+use super::params::Params;
+use crate::request::RequestInfo;
+
+/// The script a request runs, as the router resolved it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Script {
+    /// The file on disk (`SCRIPT_FILENAME`).
+    pub filename: PathBuf,
+    /// Its URI path (`SCRIPT_NAME`), e.g. `/index.php`.
+    pub name: String,
+    /// What follows the script in the URI path (`PATH_INFO`), e.g. `/users/7`; empty when nothing does.
+    pub path_info: String,
+    pub document_root: PathBuf,
+    /// User-configured params, sent last.
+    pub extra: Vec<(String, String)>,
+}
+
+/// The params for `req` running `script`. `body_len` is the exact length of the body that will be sent when
+/// the caller knows it (a body buffered because it came chunked: PHP reads `CONTENT_LENGTH` bytes of input
+/// and no more); `None` falls back to the `Content-Length` header, and to no `CONTENT_LENGTH` without one.
+pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>) -> Params {
+    let mut p = Params::new();
+    let root = script.document_root.as_os_str().as_bytes();
+    p.push("SCRIPT_FILENAME", script.filename.as_os_str().as_bytes());
+    p.push("SCRIPT_NAME", &script.name);
+    p.push("PATH_INFO", &script.path_info);
+    if !script.path_info.is_empty() {
+        let root = root.strip_suffix(b"/").unwrap_or(root);
+        p.push(
+            "PATH_TRANSLATED",
+            [root, script.path_info.as_bytes()].concat(),
+        );
+    }
+    p.push("DOCUMENT_ROOT", root);
+    p.push("REQUEST_URI", &req.request_uri);
+    p.push(
+        "DOCUMENT_URI",
+        format!("{}{}", script.name, script.path_info),
+    );
+    p.push("QUERY_STRING", &req.query);
+    p.push("REQUEST_METHOD", req.method.as_str());
+    if let Some(ct) = req.headers.get(CONTENT_TYPE) {
+        p.push("CONTENT_TYPE", ct.as_bytes());
+    }
+    let header_len = req.headers.get(CONTENT_LENGTH).map(|v| v.as_bytes());
+    match (body_len, header_len) {
+        (Some(n), _) => p.push("CONTENT_LENGTH", n.to_string()),
+        (None, Some(h)) => p.push("CONTENT_LENGTH", h),
+        (None, None) => {}
+    }
+    p.push("SERVER_PROTOCOL", protocol(req.version));
+    p.push("GATEWAY_INTERFACE", "CGI/1.1");
+    p.push("SERVER_SOFTWARE", "rein");
+    addresses(&mut p, req);
+    if req.scheme == "https" {
+        p.push("HTTPS", "on");
+    }
+    p.push("REQUEST_SCHEME", req.scheme);
+    p.push("REDIRECT_STATUS", "200");
+    headers(&mut p, req);
+    p.extend(script.extra.iter().map(|(n, v)| (n, v)));
+    p
+}
+
+fn protocol(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
+    }
+}
+
+fn addresses(p: &mut Params, req: &RequestInfo) {
+    let (remote_ip, remote_port) = match req.remote {
+        Some(a) => (a.ip().to_canonical().to_string(), a.port()),
+        None => ("127.0.0.1".to_owned(), 0),
+    };
+    p.push("REMOTE_ADDR", remote_ip);
+    p.push("REMOTE_PORT", remote_port.to_string());
+    let local_ip = req
+        .local
+        .map(|a: SocketAddr| a.ip().to_canonical().to_string());
+    let port = req
+        .local
+        .map(|a| a.port())
+        .or_else(|| host_port(req))
+        .unwrap_or(if req.scheme == "https" { 443 } else { 80 });
+    let name = match (&*req.host, &local_ip) {
+        ("", Some(ip)) => ip.clone(),
+        ("", None) => "localhost".to_owned(),
+        (host, _) => host.to_owned(),
+    };
+    p.push("SERVER_ADDR", local_ip.as_deref().unwrap_or("127.0.0.1"));
+    p.push("SERVER_PORT", port.to_string());
+    p.push("SERVER_NAME", name);
+}
+
+/// The port of the `Host` header, if it names one.
+fn host_port(req: &RequestInfo) -> Option<u16> {
+    let host = req.headers.get(HOST)?.to_str().ok()?;
+    let (name, port) = host.rsplit_once(':')?;
+    // `[::1]` alone has colons but no port.
+    if name.starts_with('[') && !name.ends_with(']') {
+        return None;
+    }
+    port.parse().ok()
+}
+
+fn headers(p: &mut Params, req: &RequestInfo) {
+    for name in req.headers.keys() {
+        if skipped(name) {
+            continue;
+        }
+        let sep: &[u8] = if name == COOKIE { b"; " } else { b", " };
+        let joined = req
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect::<Vec<_>>()
+            .join(sep);
+        let var: String = name
+            .as_str()
+            .chars()
+            .map(|c| {
+                if c == '-' {
+                    '_'
+                } else {
+                    c.to_ascii_uppercase()
+                }
+            })
+            .collect();
+        p.push(format!("HTTP_{var}"), joined);
+    }
+}
+
+fn skipped(name: &HeaderName) -> bool {
+    name == CONTENT_TYPE || name == CONTENT_LENGTH || name == "proxy" || name.as_str().contains('_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(
+        target: &str,
+        headers: &[(&str, &str)],
+        remote: Option<&str>,
+        local: Option<&str>,
+    ) -> RequestInfo {
+        let mut b = http::Request::builder().method("POST").uri(target);
+        for (n, v) in headers {
+            b = b.header(*n, *v);
+        }
+        let (mut parts, ()) = b.body(()).unwrap().into_parts();
+        let (info, _) = RequestInfo::from_parts(
+            &mut parts,
+            "https",
+            remote.map(|r| r.parse().unwrap()),
+            local.map(|l| l.parse().unwrap()),
+        );
+        info
+    }
+
+    fn script() -> Script {
+        Script {
+            filename: "/srv/www/index.php".into(),
+            name: "/index.php".into(),
+            path_info: "/users/7".into(),
+            document_root: "/srv/www/".into(),
+            extra: vec![
+                ("APP_ENV".into(), "prod".into()),
+                ("HTTPS".into(), "".into()),
+            ],
+        }
+    }
+
+    fn get<'a>(p: &'a Params, name: &str) -> Option<&'a str> {
+        p.get(name).map(|v| std::str::from_utf8(v).unwrap())
+    }
+
+    #[test]
+    fn cgi_variables() {
+        let req = info(
+            "/index.php/users/7?a=1&b=%20",
+            &[
+                ("host", "Example.com:8443"),
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("content-length", "11"),
+                ("x-forwarded-for", "1.1.1.1"),
+                ("x-forwarded-for", "2.2.2.2"),
+                ("cookie", "a=1"),
+                ("cookie", "b=2"),
+                ("proxy", "http://evil"),
+                ("x_forwarded_for", "forged"),
+                ("accept", "*/*"),
+            ],
+            Some("[::ffff:10.0.0.9]:51000"),
+            Some("10.0.0.1:8443"),
+        );
+        let p = request_params(&req, &script(), None);
+        let expect = [
+            ("SCRIPT_FILENAME", "/srv/www/index.php"),
+            ("SCRIPT_NAME", "/index.php"),
+            ("PATH_INFO", "/users/7"),
+            ("PATH_TRANSLATED", "/srv/www/users/7"),
+            ("DOCUMENT_ROOT", "/srv/www/"),
+            ("REQUEST_URI", "/index.php/users/7?a=1&b=%20"),
+            ("DOCUMENT_URI", "/index.php/users/7"),
+            ("QUERY_STRING", "a=1&b=%20"),
+            ("REQUEST_METHOD", "POST"),
+            ("CONTENT_TYPE", "application/x-www-form-urlencoded"),
+            ("CONTENT_LENGTH", "11"),
+            ("SERVER_PROTOCOL", "HTTP/1.1"),
+            ("GATEWAY_INTERFACE", "CGI/1.1"),
+            ("SERVER_SOFTWARE", "rein"),
+            ("REMOTE_ADDR", "10.0.0.9"),
+            ("REMOTE_PORT", "51000"),
+            ("SERVER_ADDR", "10.0.0.1"),
+            ("SERVER_PORT", "8443"),
+            ("SERVER_NAME", "example.com"),
+            ("REQUEST_SCHEME", "https"),
+            ("REDIRECT_STATUS", "200"),
+            ("HTTP_HOST", "Example.com:8443"),
+            ("HTTP_X_FORWARDED_FOR", "1.1.1.1, 2.2.2.2"),
+            ("HTTP_COOKIE", "a=1; b=2"),
+            ("HTTP_ACCEPT", "*/*"),
+            ("APP_ENV", "prod"),
+        ];
+        for (name, value) in expect {
+            assert_eq!(get(&p, name), Some(value), "{name}");
+        }
+        for absent in ["HTTP_PROXY", "HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"] {
+            assert_eq!(get(&p, absent), None, "{absent}");
+        }
+        let forwarded = p.iter().filter(|(n, _)| *n == b"HTTP_X_FORWARDED_FOR");
+        assert_eq!(forwarded.count(), 1, "the underscore spelling is dropped");
+        // `extra` comes last and wins.
+        assert_eq!(p.iter().last().unwrap().0, b"HTTPS");
+        assert_eq!(get(&p, "HTTPS"), Some(""));
+    }
+
+    #[test]
+    fn unix_listener_and_known_body_length() {
+        let req = info("/", &[("host", "app.test:9000")], None, None);
+        let mut s = script();
+        s.path_info.clear();
+        let p = request_params(&req, &s, Some(42));
+        assert_eq!(get(&p, "REMOTE_ADDR"), Some("127.0.0.1"));
+        assert_eq!(get(&p, "REMOTE_PORT"), Some("0"));
+        assert_eq!(get(&p, "SERVER_ADDR"), Some("127.0.0.1"));
+        assert_eq!(get(&p, "SERVER_PORT"), Some("9000"));
+        assert_eq!(get(&p, "CONTENT_LENGTH"), Some("42"));
+        assert_eq!(get(&p, "PATH_INFO"), Some(""));
+        assert_eq!(get(&p, "PATH_TRANSLATED"), None);
+        assert_eq!(get(&p, "DOCUMENT_URI"), Some("/index.php"));
+        assert_eq!(get(&p, "CONTENT_TYPE"), None);
+
+        let bare = info("/", &[], None, None);
+        let p = request_params(&bare, &s, None);
+        assert_eq!(get(&p, "CONTENT_LENGTH"), None);
+        assert_eq!(get(&p, "SERVER_NAME"), Some("localhost"));
+        assert_eq!(get(&p, "SERVER_PORT"), Some("443"));
+        let v6 = info("/", &[("host", "[::1]")], None, None);
+        assert_eq!(
+            get(&request_params(&v6, &s, None), "SERVER_PORT"),
+            Some("443")
+        );
+    }
+}

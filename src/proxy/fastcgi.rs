@@ -1,0 +1,227 @@
+//! The FastCGI transport: a request handed to a FastCGI server (PHP-FPM, rein's Python adapter) as CGI
+//! parameters and a STDIN stream, and its answer streamed back. Balancing, health, the wait for a server and
+//! the retries are the HTTP proxy's ([`super::retry`]); idle connections wait in the server's FastCGI pool.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::Response;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::{BodyExt, BodyStream, StreamBody};
+
+use super::retry::{self, Failed};
+use super::{Outgoing, ProxyError, client_ip, is_idempotent, upload};
+use crate::body::{self as rbody, Body};
+use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
+use crate::upstream::{Pooled, ServerState, Slot, Upstream};
+
+impl Pooled for Conn {
+    fn is_closed(&self) -> bool {
+        Conn::is_closed(self)
+    }
+}
+
+/// Runs `script` for the request on a server of `upstream`, and returns its answer (or the mapped error).
+pub async fn forward(
+    upstream: &Arc<Upstream>,
+    out: Outgoing<'_>,
+    script: &Script,
+) -> Response<Body> {
+    let result = try_forward(upstream, out, script).await;
+    upstream.count(result.is_ok());
+    match result {
+        Ok(response) => response,
+        Err(e) => e.into_response(&upstream.name),
+    }
+}
+
+async fn try_forward(
+    upstream: &Arc<Upstream>,
+    out: Outgoing<'_>,
+    script: &Script,
+) -> Result<Response<Body>, ProxyError> {
+    let req = out.request;
+    let length = req
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let params = fastcgi::request_params(req, script, length);
+    let (body, watch) = upload(out.body, out.max_body_size, out.state);
+    let plan = retry::Plan {
+        client: client_ip(req.remote),
+        replayable: body.is_none() && is_idempotent(&req.method),
+        body,
+        upload: watch.as_deref(),
+    };
+    let (params, replayable) = (&params, plan.replayable);
+    retry::run(upstream, plan, |slot, body| async move {
+        let (response, slot) = attempt(upstream, slot, params.clone(), body).await?;
+        if !replayable {
+            return Ok(response.map(|answer| Body::new(Held::new(answer, Some(slot)))));
+        }
+        buffer_start(response, slot, upstream).await
+    })
+    .await
+}
+
+/// Small answers to requests that could be sent again are read whole before the client sees anything (up
+/// to this many bytes), so a script whose worker dies in the middle of one costs a retry rather than a
+/// truncated response; a longer answer streams on after its first part.
+const BUFFERED: usize = 64 * 1024;
+
+async fn buffer_start(
+    response: Response<ResponseBody>,
+    slot: Slot,
+    upstream: &Upstream,
+) -> Result<Response<Body>, Failed> {
+    let (parts, mut answer) = response.into_parts();
+    let mut start = BytesMut::new();
+    while start.len() <= BUFFERED {
+        match answer.frame().await {
+            None => {
+                slot.record(true);
+                return Ok(Response::from_parts(parts, rbody::full(start.freeze())));
+            }
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    start.extend_from_slice(&data);
+                }
+            }
+            Some(Err(e)) => return Err(Failed::sent(broken(&slot, upstream, e))),
+        }
+    }
+    let rest = Held::new(answer, Some(slot));
+    let body = StreamBody::new(
+        futures_util::stream::once(async move { Ok(Frame::data(start.freeze())) })
+            .chain(BodyStream::new(rest)),
+    );
+    Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+/// One try on one server: a pooled connection if one is idle, else a new one. The answer's head, and the
+/// slot still held on its server.
+async fn attempt(
+    upstream: &Upstream,
+    slot: Slot,
+    params: Params,
+    body: Option<Body>,
+) -> Result<(Response<ResponseBody>, Slot), Failed> {
+    let server = slot.server.clone();
+    let timeouts = upstream.conf.timeouts;
+    let (conn, reused) = match server.fcgi.take(timeouts.idle) {
+        Some(conn) => (conn, true),
+        None => match fastcgi::connect(&server.addr, timeouts.connect).await {
+            Ok(conn) => (conn, false),
+            Err(source) => {
+                return Err(Failed {
+                    error: ProxyError::connect(&server.addr, timeouts.connect, source),
+                    unsent: body,
+                    stale: false,
+                });
+            }
+        },
+    };
+    let waiting = (!reused).then(|| Waiting::new(&server));
+    let sent = conn.send(params, body, timeouts.read).await;
+    drop(waiting);
+    match sent {
+        Ok(mut response) => {
+            super::headers::strip_hop_by_hop(response.headers_mut(), false);
+            let pool = server.clone();
+            response.body_mut().on_reuse(move |conn: Conn| {
+                // A request waiting on a new connection may be queued behind this one's worker (PHP-FPM
+                // workers stay with a kept-alive connection until it closes): closing frees the worker.
+                if pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
+                    pool.fcgi.put(conn);
+                }
+            });
+            Ok((response, slot))
+        }
+        Err(e) => Err(Failed {
+            error: broken(&slot, upstream, e.error),
+            stale: reused && e.stale,
+            unsent: e.unsent,
+        }),
+    }
+}
+
+/// Counts a request waiting for its answer on a connection it just opened, which the server may not have
+/// accepted yet.
+struct Waiting(Arc<ServerState>);
+
+impl Waiting {
+    fn new(server: &Arc<ServerState>) -> Self {
+        server.fcgi_waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(server.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fcgi_waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A FastCGI failure as the proxy reports it: a timeout (504) or a broken exchange (502).
+fn broken(slot: &Slot, upstream: &Upstream, error: fastcgi::Error) -> ProxyError {
+    let server = slot.server.addr.to_string();
+    match error.is_timeout() {
+        true => ProxyError::Timeout {
+            server,
+            secs: upstream.conf.timeouts.read.as_secs_f64(),
+        },
+        false => ProxyError::Broken {
+            server,
+            source: Box::new(error),
+        },
+    }
+}
+
+/// The script's output on its way to the client, holding the server's slot (the request counts as active
+/// there) until it ends, and telling passive health how it ended.
+struct Held {
+    inner: ResponseBody,
+    slot: Option<Slot>,
+}
+
+impl Held {
+    fn new(inner: ResponseBody, slot: Option<Slot>) -> Self {
+        Held { inner, slot }
+    }
+
+    fn finish(&mut self, ok: bool) {
+        if let Some(slot) = self.slot.take() {
+            slot.record(ok);
+        }
+    }
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match polled {
+            Poll::Ready(None) => self.finish(true),
+            Poll::Ready(Some(Err(_))) => self.finish(false),
+            _ => {}
+        }
+        polled.map_err(std::io::Error::from)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

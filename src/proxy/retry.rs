@@ -1,0 +1,133 @@
+//! The retry loop every transport shares (HTTP and FastCGI): pick a server, try once, and decide whether
+//! another server may have the request.
+//!
+//! A request whose connection failed before any byte was sent is always tried again on another server;
+//! once sent, it is tried again only if it is replayable (an idempotent method with no body). Attempts are
+//! bounded by `retries.tries` and `retries.timeout`. When no server is available, the request waits up to
+//! `queue_timeout` for one (a restarting backend) before 503. A send on a reused keep-alive connection that
+//! the server had already closed is no fault of the server's: it is retried at no cost to `tries`.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::ProxyError;
+use super::body::UploadWatch;
+use crate::body::Body;
+use crate::upstream::{ServerState, Slot, Upstream};
+
+/// Sends on reused connections that the server turned out to have closed, retried at no cost to `tries`.
+const MAX_STALE: u32 = 4;
+
+/// One attempt that did not produce an answer.
+pub struct Failed {
+    pub error: ProxyError,
+    /// The request body, when none of it was sent: safe to send elsewhere.
+    pub unsent: Option<Body>,
+    /// It failed on a reused keep-alive connection the server had already closed.
+    pub stale: bool,
+}
+
+impl Failed {
+    /// A failure after the request went out: never stale, nothing to send again.
+    pub fn sent(error: ProxyError) -> Self {
+        Failed {
+            error,
+            unsent: None,
+            stale: false,
+        }
+    }
+}
+
+/// What the loop needs to know of the request.
+pub struct Plan<'a> {
+    pub client: Option<IpAddr>,
+    /// The body to send, if any (`None`: an empty request body).
+    pub body: Option<Body>,
+    /// Whether the request may be sent again after it went out (idempotent, no body).
+    pub replayable: bool,
+    pub upload: Option<&'a UploadWatch>,
+}
+
+/// Runs `attempt` on servers of `upstream` until one answers or the retry budget is spent.
+pub async fn run<T, F, Fut>(
+    upstream: &Arc<Upstream>,
+    plan: Plan<'_>,
+    mut attempt: F,
+) -> Result<T, ProxyError>
+where
+    F: FnMut(Slot, Option<Body>) -> Fut,
+    Fut: Future<Output = Result<T, Failed>>,
+{
+    let started = Instant::now();
+    let retries = upstream.conf.retries;
+    let mut body = plan.body;
+    let mut excluded: Vec<Arc<ServerState>> = Vec::new();
+    let mut last_error = ProxyError::NoServer;
+    let (mut attempts, mut stale_left) = (0, MAX_STALE);
+    while attempts < retries.tries {
+        if attempts > 0 && started.elapsed() >= retries.timeout {
+            break;
+        }
+        let Some(slot) = wait_for_server(upstream, plan.client, &excluded).await else {
+            break;
+        };
+        let server = slot.server.clone();
+        let failed = match attempt(slot, body.take()).await {
+            Ok(answer) => return Ok(answer),
+            Err(failed) => failed,
+        };
+        if plan.upload.is_some_and(|w| w.too_large()) {
+            return Err(ProxyError::BodyTooLarge);
+        }
+        tracing::debug!(upstream = %upstream.name, attempts, error = %failed.error, stale = failed.stale, "attempt failed");
+        if failed.stale && stale_left > 0 {
+            // The server had closed an idle connection: try again, on a fresh one if need be.
+            stale_left -= 1;
+        } else {
+            attempts += 1;
+            upstream.record(&server, false);
+            excluded.push(server);
+        }
+        last_error = failed.error;
+        match failed.unsent {
+            // Never written: the same body can go to the next server.
+            Some(returned) => body = Some(returned),
+            None if plan.replayable => {}
+            None => break,
+        }
+    }
+    Err(last_error)
+}
+
+/// A server to send to: one available now, or the first to become available within `queue_timeout`.
+/// Servers this request already failed on are not candidates: an application instance that just died may
+/// still be listed for a moment, and its replacement is worth the wait.
+async fn wait_for_server(
+    upstream: &Arc<Upstream>,
+    client: Option<IpAddr>,
+    excluded: &[Arc<ServerState>],
+) -> Option<Slot> {
+    let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
+    loop {
+        // Register interest before looking, so a change between the look and the wait is not missed.
+        let changed = upstream.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if let Some(found) = upstream.pick(client, excluded) {
+            return Some(found);
+        }
+        let wake = upstream
+            .next_return()
+            .map(tokio::time::Instant::from_std)
+            .map_or(deadline, |t| t.min(deadline));
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::select! {
+            _ = &mut changed => {}
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}

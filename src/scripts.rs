@@ -1,0 +1,227 @@
+//! Which script answers a request that goes to a FastCGI server: PHP's `root`/`script`/`index` rules with
+//! the front-controller fallback, and the Python app's `prefix`.
+//!
+//! PHP, for a request path P under `root`:
+//! - with a `script`, every request runs it, P as its `PATH_INFO`;
+//! - a path with a `.php` segment (`/a.php`, `/a.php/more`) runs that script, the rest as `PATH_INFO`, or is a
+//!   404 when the script is not a file (never handed to PHP to guess: the `cgi.fix_pathinfo` hole);
+//! - a directory path (`/blog/`) runs its `index` when there is one;
+//! - any other file is served by rein itself, never by PHP;
+//! - a directory named without its slash is redirected to it, as web servers do;
+//! - anything else runs the root's `index` when there is one (the front controller that WordPress and Laravel
+//!   need), else it is a 404.
+
+use std::path::{Path, PathBuf};
+
+use crate::fastcgi::Script;
+
+/// Where a PHP request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhpTarget {
+    pub root: PathBuf,
+    pub index: String,
+    pub script: Option<String>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Resolved {
+    Script(Script),
+    /// A file under `root` that rein serves itself.
+    Static(PathBuf),
+    /// A directory named without its trailing slash: the path to redirect to.
+    Slash(String),
+    NotFound,
+}
+
+impl PhpTarget {
+    /// The script (or file) that answers the decoded, normalised request `path`.
+    pub fn resolve(&self, path: &str) -> Resolved {
+        if let Some(script) = &self.script {
+            return Resolved::Script(self.script(&format!("/{script}"), path));
+        }
+        if let Some(end) = php_split(path) {
+            let (name, info) = path.split_at(end);
+            return match self.is_file(name) {
+                true => Resolved::Script(self.script(name, info)),
+                false => Resolved::NotFound,
+            };
+        }
+        if path.ends_with('/') {
+            let name = format!("{path}{}", self.index);
+            if self.is_file(&name) {
+                return Resolved::Script(self.script(&name, ""));
+            }
+        } else {
+            let file = self.file(path);
+            if file.is_file() {
+                return Resolved::Static(file);
+            }
+            if file.is_dir() {
+                return Resolved::Slash(format!("{path}/"));
+            }
+        }
+        let front = format!("/{}", self.index);
+        match self.is_file(&front) {
+            true => Resolved::Script(self.script(&front, "")),
+            false => Resolved::NotFound,
+        }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name.trim_start_matches('/'))
+    }
+
+    fn is_file(&self, name: &str) -> bool {
+        self.file(name).is_file()
+    }
+
+    fn script(&self, name: &str, path_info: &str) -> Script {
+        Script {
+            filename: self.file(name),
+            name: name.to_owned(),
+            path_info: path_info.to_owned(),
+            document_root: self.root.clone(),
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// Where the script name ends in a path with a `.php` segment: after the first `.php` followed by `/` or the
+/// end of the path.
+fn php_split(path: &str) -> Option<usize> {
+    path.match_indices(".php")
+        .map(|(i, _)| i + 4)
+        .find(|&end| end == path.len() || path.as_bytes()[end] == b'/')
+}
+
+/// The Python app's view of a path: `SCRIPT_NAME` is the `prefix` when the path is under it, `PATH_INFO`
+/// the rest.
+pub fn python(prefix: &str, path: &str, root: &Path) -> Script {
+    let under = !prefix.is_empty()
+        && path.starts_with(prefix)
+        && matches!(path.as_bytes().get(prefix.len()), None | Some(b'/'));
+    let (name, info) = if under {
+        path.split_at(prefix.len())
+    } else {
+        ("", path)
+    };
+    Script {
+        filename: PathBuf::new(),
+        name: name.to_owned(),
+        path_info: info.to_owned(),
+        document_root: root.to_owned(),
+        extra: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site() -> (tempfile::TempDir, PhpTarget) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, body) in [
+            ("index.php", "<?php"),
+            ("info.php", "<?php"),
+            ("style.css", "body{}"),
+            ("blog/index.php", "<?php"),
+            ("docs/readme.txt", "hi"),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        let target = PhpTarget {
+            root: dir.path().to_owned(),
+            index: "index.php".into(),
+            script: None,
+        };
+        (dir, target)
+    }
+
+    fn script(r: Resolved) -> (String, String) {
+        match r {
+            Resolved::Script(s) => (s.name, s.path_info),
+            other => panic!("not a script: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn php_paths_split_at_the_script() {
+        let (_d, t) = site();
+        assert_eq!(
+            script(t.resolve("/info.php")),
+            ("/info.php".into(), "".into())
+        );
+        assert_eq!(
+            script(t.resolve("/info.php/a/b")),
+            ("/info.php".into(), "/a/b".into())
+        );
+        assert_eq!(t.resolve("/missing.php"), Resolved::NotFound);
+        assert_eq!(t.resolve("/style.css.php/x"), Resolved::NotFound);
+    }
+
+    #[test]
+    fn a_php_lookalike_is_not_a_script() {
+        let (_d, t) = site();
+        // ".phpx" is not ".php": no split, not a file, so the front controller takes it.
+        assert_eq!(
+            script(t.resolve("/a.phpx")),
+            ("/index.php".into(), "".into())
+        );
+    }
+
+    #[test]
+    fn directories_run_their_index_or_get_their_slash() {
+        let (_d, t) = site();
+        assert_eq!(
+            script(t.resolve("/blog/")),
+            ("/blog/index.php".into(), "".into())
+        );
+        assert_eq!(script(t.resolve("/")), ("/index.php".into(), "".into()));
+        assert_eq!(t.resolve("/blog"), Resolved::Slash("/blog/".into()));
+        // A directory without an index falls to the front controller.
+        assert_eq!(
+            script(t.resolve("/docs/")),
+            ("/index.php".into(), "".into())
+        );
+    }
+
+    #[test]
+    fn files_are_static_and_the_rest_goes_to_the_front_controller() {
+        let (d, t) = site();
+        assert_eq!(
+            t.resolve("/style.css"),
+            Resolved::Static(d.path().join("style.css"))
+        );
+        assert_eq!(
+            script(t.resolve("/2024/hello-world")),
+            ("/index.php".into(), "".into())
+        );
+        std::fs::remove_file(d.path().join("index.php")).unwrap();
+        assert_eq!(t.resolve("/2024/hello-world"), Resolved::NotFound);
+    }
+
+    #[test]
+    fn a_fixed_script_takes_every_request() {
+        let (_d, mut t) = site();
+        t.script = Some("index.php".into());
+        assert_eq!(
+            script(t.resolve("/style.css")),
+            ("/index.php".into(), "/style.css".into())
+        );
+    }
+
+    #[test]
+    fn python_prefix_splits_only_at_a_segment() {
+        let root = Path::new("/srv");
+        let s = python("/app", "/app/x", root);
+        assert_eq!((s.name.as_str(), s.path_info.as_str()), ("/app", "/x"));
+        let s = python("/app", "/app", root);
+        assert_eq!((s.name.as_str(), s.path_info.as_str()), ("/app", ""));
+        let s = python("/app", "/apple", root);
+        assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/apple"));
+        let s = python("", "/x", root);
+        assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/x"));
+    }
+}

@@ -1,0 +1,288 @@
+//! `"type": "php"` applications: Unit's schema (`root`, `script`, `index`, `targets`, `options`), run by a
+//! private PHP-FPM master per instance.
+//!
+//! rein writes each instance a PHP-FPM configuration (one pool: `processes` become `pm.max_children`,
+//! `limits` become `pm.max_requests` and `request_terminate_timeout`, `options` become `php_value` and
+//! `php_admin_value`) and hands the master the listening socket it created, through PHP-FPM's own
+//! inheritance variable `FPM_SOCKETS=ADDRESS=3`. The pool's `listen` names a placeholder path for Unix
+//! sockets: PHP-FPM removes its socket file when it exits, and the real one must outlive the instance (the
+//! slot's socket is reused by its next process). Static files under `root` never reach PHP: rein serves them
+//! ([`crate::scripts`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::conf::{AppConf, Scale};
+use super::spawn::AppSocket;
+use crate::compile::php_target;
+use crate::config::walk::{known_keys, object, string};
+use crate::config::{ConfigError, JsonPath};
+use crate::scripts::PhpTarget;
+
+/// The keys of a PHP application besides the common ones.
+pub const KEYS: &[&str] = &["root", "script", "index", "targets", "options"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhpApp {
+    /// The app's own `root`/`script`/`index`, when it has no `targets`.
+    pub target: Option<PhpTarget>,
+    pub targets: BTreeMap<String, PhpTarget>,
+    /// `options.file`: a php.ini to use instead of the default one.
+    pub ini: Option<PathBuf>,
+    /// `options.admin` and `options.user`: `php_admin_value` and `php_value` settings.
+    pub admin: Vec<(String, String)>,
+    pub user: Vec<(String, String)>,
+    pub workers: Workers,
+    pub max_requests: Option<u64>,
+}
+
+impl PhpApp {
+    /// The rules for `applications/NAME` (no target) or `applications/NAME/TARGET`.
+    pub fn target(&self, name: Option<&str>) -> Option<&PhpTarget> {
+        match name {
+            None => self.target.as_ref(),
+            Some(t) => self.targets.get(t),
+        }
+    }
+}
+
+pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PhpApp, ConfigError> {
+    let (target, targets) = match map.get("targets") {
+        Some(t) => {
+            if let Some(k) = ["root", "script", "index"]
+                .iter()
+                .find(|k| map.contains_key(**k))
+            {
+                return Err(path
+                    .key(k)
+                    .error("goes inside each of \"targets\" when there are targets"));
+            }
+            let tpath = path.key("targets");
+            let targets = object(t, &tpath)?
+                .iter()
+                .map(|(name, t)| {
+                    let p = tpath.key(name);
+                    let t = object(t, &p)?;
+                    known_keys(t, &["root", "script", "index"], &p)?;
+                    Ok((name.clone(), php_target(t, &p)?))
+                })
+                .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
+            (None, targets)
+        }
+        None => (Some(php_target(map, path)?), BTreeMap::new()),
+    };
+    let mut app = PhpApp {
+        target,
+        targets,
+        ini: None,
+        admin: Vec::new(),
+        user: Vec::new(),
+        workers: Workers::Static(1),
+        max_requests: None,
+    };
+    if let Some(o) = map.get("options") {
+        options(o, &path.key("options"), &mut app)?;
+    }
+    Ok(app)
+}
+
+fn options(v: &Value, path: &JsonPath, app: &mut PhpApp) -> Result<(), ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["file", "admin", "user"], path)?;
+    if let Some(f) = map.get("file") {
+        app.ini = Some(PathBuf::from(string(f, &path.key("file"))?));
+    }
+    let settings = |key: &str| -> Result<Vec<(String, String)>, ConfigError> {
+        let Some(v) = map.get(key) else {
+            return Ok(Vec::new());
+        };
+        let p = path.key(key);
+        object(v, &p)?
+            .iter()
+            .map(|(k, v)| {
+                let vp = p.key(k);
+                let bad = |s: &str| s.contains(['\n', '\r', '\0']);
+                let value = string(v, &vp)?;
+                if k.is_empty() || bad(k) || k.contains([']', '=']) || bad(value) {
+                    return Err(vp.error("is not a valid php.ini setting"));
+                }
+                Ok((k.clone(), value.to_owned()))
+            })
+            .collect()
+    };
+    app.admin = settings("admin")?;
+    app.user = settings("user")?;
+    Ok(())
+}
+
+/// The PHP-FPM binary: Debian's versioned `php-fpmX.Y` in `/usr/sbin`, or `php-fpm` anywhere on `PATH`.
+pub fn find_fpm() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/sbin")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("php-fpm"))
+        })
+        .collect();
+    // The newest version sorts last.
+    found.sort();
+    if let Some(p) = found.pop() {
+        return Some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| super::spawn::DEFAULT_PATH.into());
+    std::env::split_paths(&path)
+        .map(|d| d.join("php-fpm"))
+        .find(|p| p.is_file())
+}
+
+/// How PHP-FPM is started for one instance: the program, its arguments, and `FPM_SOCKETS`. Writes the
+/// instance's configuration next to its socket.
+pub fn launch(
+    name: &str,
+    conf: &AppConf,
+    php: &PhpApp,
+    socket: &AppSocket,
+    dir: &Path,
+) -> std::io::Result<Launch> {
+    let fpm = find_fpm().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "PHP-FPM is not installed (Debian: apt-get install php-fpm)",
+        )
+    })?;
+    let (listen, file) = match socket {
+        AppSocket::Unix(path) => {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fpm");
+            (
+                dir.join(format!("{stem}.fpm-placeholder"))
+                    .display()
+                    .to_string(),
+                dir.join(format!("{stem}.fpm.conf")),
+            )
+        }
+        AppSocket::Tcp(addr) => (
+            addr.to_string(),
+            dir.join(format!("fpm-{}.conf", addr.port())),
+        ),
+    };
+    std::fs::write(&file, fpm_config(name, conf, php, &listen))?;
+    let mut args = vec![
+        "--nodaemonize".to_owned(),
+        "--fpm-config".to_owned(),
+        file.display().to_string(),
+    ];
+    if let Some(ini) = &php.ini {
+        args.extend(["-c".to_owned(), ini.display().to_string()]);
+    }
+    if nix::unistd::geteuid().is_root() {
+        // As root, PHP-FPM insists on being told; its workers run as the pool's `user` (root unless set).
+        args.push("--allow-to-run-as-root".to_owned());
+    }
+    let mut env = conf.environment.clone();
+    env.push(("FPM_SOCKETS".to_owned(), format!("{listen}=3")));
+    Ok(Launch {
+        program: fpm,
+        arguments: args,
+        environment: env,
+    })
+}
+
+/// A process to start: what [`super::spawn::SpawnSpec`] takes from the app's kind.
+pub struct Launch {
+    pub program: PathBuf,
+    pub arguments: Vec<String>,
+    pub environment: Vec<(String, String)>,
+}
+
+/// The configuration of one PHP-FPM master with one pool.
+pub fn fpm_config(name: &str, conf: &AppConf, php: &PhpApp, listen: &str) -> String {
+    let pool: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let mut out = String::from("[global]\n");
+    let mut set = |k: &str, v: &str| {
+        let _ = writeln!(out, "{k} = {v}");
+    };
+    set("error_log", "/proc/self/fd/2");
+    set("log_limit", "8192");
+    set("daemonize", "no");
+    let mut out = out + &format!("[{pool}]\n");
+    let mut set = |k: &str, v: &str| {
+        let _ = writeln!(out, "{k} = {v}");
+    };
+    set("listen", listen);
+    // Only a root master switches its workers to `user`: the app's, else root's own (rein was root).
+    set("user", conf.user.as_deref().unwrap_or("root"));
+    if let Some(g) = &conf.group {
+        set("group", g);
+    }
+    match php.workers {
+        Workers::Static(n) => {
+            set("pm", "static");
+            set("pm.max_children", &n.to_string());
+        }
+        Workers::Dynamic(Scale {
+            max,
+            spare,
+            idle_timeout,
+        }) => {
+            set("pm", "dynamic");
+            set("pm.max_children", &max.to_string());
+            set("pm.start_servers", &spare.to_string());
+            set("pm.min_spare_servers", &spare.to_string());
+            set("pm.max_spare_servers", &max.to_string());
+            let idle = format!("{}s", idle_timeout.as_secs().max(1));
+            set("pm.process_idle_timeout", &idle);
+        }
+    }
+    if let Some(n) = php.max_requests {
+        set("pm.max_requests", &n.to_string());
+    }
+    if let Some(t) = conf.request_timeout {
+        set(
+            "request_terminate_timeout",
+            &format!("{}s", t.as_secs().max(1)),
+        );
+    }
+    set("catch_workers_output", "yes");
+    set("decorate_workers_output", "no");
+    // The app's `environment` reaches the scripts' getenv() and $_ENV.
+    set("clear_env", "no");
+    for (k, v) in &php.admin {
+        set(&format!("php_admin_value[{k}]"), v);
+    }
+    for (k, v) in &php.user {
+        set(&format!("php_value[{k}]"), v);
+    }
+    out
+}
+
+/// PHP's worker processes: `processes` as a number or Unit's `{max, spare, idle_timeout}`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Workers {
+    Static(usize),
+    Dynamic(Scale),
+}
+
+impl AppConf {
+    /// For PHP: `processes` and `limits.requests` describe PHP-FPM's workers, which PHP-FPM manages itself;
+    /// rein supervises one master.
+    pub fn hand_workers_to_fpm(&mut self) {
+        if let super::conf::AppKind::Php(php) = &mut self.kind {
+            php.workers = match self.scale.take() {
+                Some(scale) => Workers::Dynamic(scale),
+                None => Workers::Static(self.processes),
+            };
+            php.max_requests = self.max_requests.take();
+            self.processes = 1;
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! `"type": "python"` applications: Unit's schema (`path`, `home`, `module`, `callable`, `protocol`,
+//! `threads`, `prefix`), hosted by rein's adapter (`python/rein_adapter.py`, standard library only), which
+//! serves the app's WSGI or ASGI callable over FastCGI on the socket rein passes it.
+//!
+//! Before a configuration with a new or changed Python app is accepted, rein runs the adapter with
+//! `--check` (import the module, find the callable): an import error, a syntax error or a missing callable
+//! is refused with the Python traceback, and nothing changes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use crate::config::walk::{integer, object, string, strings};
+use crate::config::{ConfigError, JsonPath};
+
+/// The adapter's source, written to the state directory when rein starts.
+pub const ADAPTER: &str = include_str!("python/rein_adapter.py");
+
+/// The keys of a Python application besides the common ones.
+pub const KEYS: &[&str] = &[
+    "path", "home", "module", "callable", "protocol", "threads", "prefix", "targets",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Wsgi,
+    Asgi,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Callable {
+    pub module: String,
+    pub callable: String,
+    /// `SCRIPT_NAME` (WSGI) or `root_path` (ASGI): the part of the path the app is mounted at.
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PythonApp {
+    /// Directories put first on `sys.path`.
+    pub path: Vec<PathBuf>,
+    /// A virtualenv: its interpreter runs the app.
+    pub home: Option<PathBuf>,
+    pub app: Callable,
+    /// Unit's `targets`: other callables of the same code, by name.
+    pub targets: std::collections::BTreeMap<String, Callable>,
+    pub protocol: Protocol,
+    pub threads: usize,
+}
+
+impl PythonApp {
+    /// The interpreter: the virtualenv's, else `python3` from `PATH`.
+    pub fn interpreter(&self) -> PathBuf {
+        match &self.home {
+            Some(home) => home.join("bin").join("python3"),
+            None => PathBuf::from("python3"),
+        }
+    }
+
+    /// `DOCUMENT_ROOT` for its requests: the first `path`, else the working directory.
+    pub fn root(&self) -> PathBuf {
+        self.path
+            .first()
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+
+    /// The callable for `applications/NAME` (no target) or `applications/NAME/TARGET`.
+    pub fn callable(&self, target: Option<&str>) -> Option<&Callable> {
+        match target {
+            None if self.targets.is_empty() => Some(&self.app),
+            None => None,
+            Some(t) => self.targets.get(t),
+        }
+    }
+
+    /// The adapter's command line, after the interpreter.
+    pub fn arguments(&self, adapter: &Path) -> Vec<String> {
+        let mut args = vec![adapter.display().to_string()];
+        let mut add = |k: &str, v: String| args.extend([k.to_owned(), v]);
+        add("--module", self.app.module.clone());
+        add("--callable", self.app.callable.clone());
+        let protocol = match self.protocol {
+            Protocol::Wsgi => "wsgi",
+            Protocol::Asgi => "asgi",
+        };
+        add("--protocol", protocol.to_owned());
+        add("--threads", self.threads.to_string());
+        for p in &self.path {
+            add("--path", p.display().to_string());
+        }
+        if !self.app.prefix.is_empty() {
+            add("--prefix", self.app.prefix.clone());
+        }
+        for (name, t) in &self.targets {
+            add(
+                "--target",
+                format!("{name}={}:{}:{}", t.module, t.callable, t.prefix),
+            );
+        }
+        args
+    }
+}
+
+pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PythonApp, ConfigError> {
+    let paths = match map.get("path") {
+        None => Vec::new(),
+        Some(v) => strings(v, &path.key("path"))?
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+    };
+    let protocol = match map.get("protocol") {
+        None => Protocol::Wsgi,
+        Some(v) => match string(v, &path.key("protocol"))? {
+            "wsgi" => Protocol::Wsgi,
+            "asgi" => Protocol::Asgi,
+            _ => return Err(path.key("protocol").error("must be \"wsgi\" or \"asgi\"")),
+        },
+    };
+    let threads = match map.get("threads") {
+        None => 1,
+        Some(t) => match integer(t, &path.key("threads"), 1024)? {
+            0 => return Err(path.key("threads").error("must be at least 1")),
+            n => n as usize,
+        },
+    };
+    let (app, targets) = match map.get("targets") {
+        None => (callable(map, path)?, Default::default()),
+        Some(t) => {
+            if let Some(k) = ["module", "callable", "prefix"]
+                .iter()
+                .find(|k| map.contains_key(**k))
+            {
+                return Err(path
+                    .key(k)
+                    .error("goes inside each of \"targets\" when there are targets"));
+            }
+            let tpath = path.key("targets");
+            let targets = object(t, &tpath)?
+                .iter()
+                .map(|(name, t)| {
+                    let p = tpath.key(name);
+                    if name.contains(['=', ':']) {
+                        return Err(p.error("a target name cannot contain '=' or ':'"));
+                    }
+                    let t = object(t, &p)?;
+                    crate::config::walk::known_keys(t, &["module", "callable", "prefix"], &p)?;
+                    Ok((name.clone(), callable(t, &p)?))
+                })
+                .collect::<Result<std::collections::BTreeMap<_, _>, ConfigError>>()?;
+            let first = targets
+                .values()
+                .next()
+                .cloned()
+                .ok_or_else(|| tpath.error("needs at least one target"))?;
+            (first, targets)
+        }
+    };
+    Ok(PythonApp {
+        path: paths,
+        home: map
+            .get("home")
+            .map(|h| string(h, &path.key("home")).map(PathBuf::from))
+            .transpose()?,
+        app,
+        targets,
+        protocol,
+        threads,
+    })
+}
+
+fn callable(map: &Map<String, Value>, path: &JsonPath) -> Result<Callable, ConfigError> {
+    let module = string(
+        map.get("module")
+            .ok_or_else(|| path.error("needs a \"module\""))?,
+        &path.key("module"),
+    )?;
+    let word = |s: &str| !s.is_empty() && s.split('.').all(is_identifier);
+    if !word(module) {
+        return Err(path.key("module").error("must be a Python module name"));
+    }
+    let callable = match map.get("callable") {
+        None => "application",
+        Some(c) => string(c, &path.key("callable"))?,
+    };
+    if !is_identifier(callable) {
+        return Err(path.key("callable").error("must be a Python identifier"));
+    }
+    let prefix = match map.get("prefix") {
+        None => "",
+        Some(p) => string(p, &path.key("prefix"))?.trim_end_matches('/'),
+    };
+    if !prefix.is_empty() && !prefix.starts_with('/') {
+        return Err(path.key("prefix").error("must start with \"/\""));
+    }
+    Ok(Callable {
+        module: module.to_owned(),
+        callable: callable.to_owned(),
+        prefix: prefix.to_owned(),
+    })
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// How long `--check` may take (importing a large app is slow; a hung import is an error).
+const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Imports the app in a throwaway process: `Err` holds what Python printed (the traceback).
+pub fn check(
+    py: &PythonApp,
+    adapter: &Path,
+    working_directory: Option<&Path>,
+    environment: &[(String, String)],
+) -> Result<(), String> {
+    let mut cmd = Command::new(py.interpreter());
+    cmd.args(py.arguments(adapter))
+        .arg("--check")
+        .envs(environment.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(dir) = working_directory {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", py.interpreter().display()))?;
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut s) = stderr {
+            let _ = std::io::Read::read_to_string(&mut s, &mut text);
+        }
+        text
+    });
+    let deadline = Instant::now() + CHECK_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "importing the app took longer than {} s",
+                    CHECK_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    };
+    let text = reader.join().unwrap_or_default();
+    match status.success() {
+        true => Ok(()),
+        false => Err(text.trim_end().to_owned()),
+    }
+}

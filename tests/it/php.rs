@@ -1,0 +1,438 @@
+//! PHP end to end: rein runs its own PHP-FPM for `"type": "php"` apps, and passes to an existing PHP-FPM
+//! with the `fastcgi` action. Real PHP scripts (`tests/apps/php/`) read GET, POST, uploads, cookies,
+//! headers and `PATH_INFO`; a front controller takes what is not a file; static files are rein's; a fatal
+//! error is a logged 500; PHP-FPM killed or reloaded under load fails no request.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use crate::harness::{Conn, Rein, get, wait_for};
+use crate::load::{Load, assert_no_failures};
+
+fn php_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/php")
+}
+
+/// A PHP app over `tests/apps/php` with the tests' short timeouts; `extra` overrides top-level keys.
+fn php_app(extra: Value) -> Value {
+    let mut app = json!({
+        "type": "php",
+        "root": php_root(),
+        "processes": 2,
+        "environment": {"GREETING": "hi from rein"},
+        "stop": {"timeout": 2},
+        "restart": {"min_interval": 0.2, "backoff_max": 1, "stable_after": 0.5},
+    });
+    if let Value::Object(more) = extra {
+        app.as_object_mut().unwrap().extend(more);
+    }
+    app
+}
+
+fn serve_php(rein: &Rein, app: Value) -> SocketAddr {
+    rein.serve_with(
+        json!([{"action": {"pass": "applications/php"}}]),
+        json!({"applications": {"php": app}}),
+    )
+}
+
+fn json_of(r: &crate::harness::Response) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.text()))
+}
+
+fn fpm_master(rein: &Rein) -> u32 {
+    let (_, status) = rein.api("GET", "/status/applications/php", None);
+    status["instances"]
+        .as_array()
+        .and_then(|i| i.iter().find(|i| i["state"] == "ready"))
+        .and_then(|i| i["pid"].as_u64())
+        .unwrap_or_else(|| panic!("no ready instance in {status}")) as u32
+}
+
+#[test]
+fn php_scripts_see_the_request_and_answer_with_their_status_and_headers() {
+    let rein = Rein::start();
+    let addr = serve_php(
+        &rein,
+        php_app(json!({"options": {"admin": {"memory_limit": "64M"}}})),
+    );
+    let mut conn = Conn::open(addr);
+
+    let r = conn.get(
+        "/env.php/extra/path?a=1&b=two",
+        &[("X-Test", "t"), ("Cookie", "c1=v1; c2=v2")],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let env = json_of(&r);
+    assert_eq!(env["method"], "GET");
+    assert_eq!(env["get"], json!({"a": "1", "b": "two"}));
+    assert_eq!(env["cookie"], json!({"c1": "v1", "c2": "v2"}));
+    assert_eq!(env["x_test"], "t");
+    assert_eq!(env["script_name"], "/env.php");
+    assert_eq!(env["path_info"], "/extra/path");
+    assert_eq!(env["request_uri"], "/env.php/extra/path?a=1&b=two");
+    assert_eq!(env["query_string"], "a=1&b=two");
+    assert_eq!(env["remote_addr"], "127.0.0.1");
+    assert_eq!(env["greeting"], "hi from rein");
+    assert_eq!(env["memory_limit"], "64M");
+    let root = php_root().display().to_string();
+    assert_eq!(env["document_root"], root.as_str());
+    assert_eq!(env["script_filename"], format!("{root}/env.php"));
+
+    let form = b"name=rein&lang=rust+%26+php";
+    let r = conn.request(
+        "POST",
+        "/env.php",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        form,
+    );
+    assert_eq!(
+        json_of(&r)["post"],
+        json!({"name": "rein", "lang": "rust & php"})
+    );
+
+    let r = conn.get("/status.php", &[]);
+    assert_eq!(r.status, 418);
+    assert_eq!(r.header("x-custom"), Some("yes"));
+    let cookies: Vec<&str> = r
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(cookies, ["a=1", "b=2"]);
+    assert_eq!(r.text(), "teapot");
+
+    let r = conn.get("/redirect.php", &[]);
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("/elsewhere"));
+
+    let r = conn.get("/big.php", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 1 << 20);
+    assert!(
+        r.body[..65536].iter().all(|&b| b == b'a')
+            && r.body[(15 << 16)..].iter().all(|&b| b == b'p')
+    );
+}
+
+#[test]
+fn multipart_uploads_reach_php_files() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({})));
+    let file: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let boundary = "reinboundary42";
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nholiday\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"p.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(&file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let content_type = format!("multipart/form-data; boundary={boundary}");
+    let r = Conn::open(addr).request(
+        "POST",
+        "/env.php",
+        &[("Content-Type", &content_type)],
+        &body,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let env = json_of(&r);
+    assert_eq!(env["post"], json!({"title": "holiday"}));
+    assert_eq!(env["files"]["photo"]["name"], "p.bin");
+    assert_eq!(env["files"]["photo"]["size"], 300_000);
+    assert_eq!(env["files"]["photo"]["md5"], md5_of(&file));
+}
+
+#[test]
+fn static_files_are_served_by_rein_and_other_paths_by_the_front_controller() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({})));
+
+    // A file: rein's static handler answers (with its validators), PHP never sees it.
+    let r = get(addr, "/style.css");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "body { color: red }\n");
+    assert!(
+        r.header("etag").is_some(),
+        "static answers carry rein's ETag: {:?}",
+        r.headers
+    );
+    assert!(r.header("content-type").unwrap().starts_with("text/css"));
+
+    // Pretty URLs go to index.php, with the original REQUEST_URI (WordPress, Laravel).
+    let r = get(addr, "/2026/11/hello-world?x=1");
+    assert_eq!(r.text(), "front|/2026/11/hello-world?x=1|/index.php|\n");
+    assert_eq!(get(addr, "/").text(), "front|/|/index.php|\n");
+
+    // A directory's own index; a directory without its slash is redirected to it.
+    assert_eq!(get(addr, "/blog/").text(), "blog index");
+    let r = get(addr, "/blog?p=2");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/blog/?p=2"));
+
+    // A missing script is a 404 from rein, never a guess by PHP; nor is source ever served.
+    assert_eq!(get(addr, "/missing.php").status, 404);
+    assert_eq!(get(addr, "/style.css.php/x").status, 404);
+    assert!(!get(addr, "/hello.php").text().contains("<?php"));
+}
+
+#[test]
+fn a_fatal_error_is_a_logged_500() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({})));
+    let r = get(addr, "/fatal.php");
+    assert_eq!(r.status, 500, "{}", r.text());
+    wait_for("the PHP error in a log", || {
+        let app_log =
+            std::fs::read_to_string(rein.dir.path().join("state/logs/php.log")).unwrap_or_default();
+        (rein.log_text() + &app_log).contains("undefined_function_for_the_test")
+    });
+}
+
+#[test]
+fn killing_php_fpm_under_load_fails_no_get() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({})));
+    wait_for("PHP to answer", || get(addr, "/hello.php").status == 200);
+    let load = Load::start(
+        addr,
+        &["/hello.php", "/hello.php", "/hello.php", "/hello.php"],
+    );
+    for _ in 0..2 {
+        load.wait_more(200);
+        let master = fpm_master(&rein);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(master as i32), Signal::SIGKILL).unwrap();
+        wait_for("a new PHP-FPM master", || {
+            let (_, s) = rein.api("GET", "/status/applications/php", None);
+            s["instances"].as_array().is_some_and(|i| {
+                i.iter()
+                    .any(|i| i["state"] == "ready" && i["pid"] != master)
+            })
+        });
+    }
+    load.wait_more(200);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+    assert!(ok.get("hello").copied().unwrap_or(0) >= 600, "{ok:?}");
+}
+
+#[test]
+fn rolling_reloads_under_load_fail_no_request() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({})));
+    wait_for("PHP to answer", || get(addr, "/hello.php").status == 200);
+    let load = Load::start(
+        addr,
+        &["/hello.php", "/hello.php", "/env.php", "/style.css"],
+    );
+    for _ in 0..3 {
+        load.wait_more(200);
+        let before = fpm_master(&rein);
+        let (code, body) = rein.api("GET", "/control/applications/php/restart", None);
+        assert_eq!(code, 200, "{body}");
+        wait_for("the new master to take over", || {
+            fpm_master(&rein) != before
+        });
+    }
+    load.wait_more(200);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+}
+
+#[test]
+fn targets_pick_their_own_root_and_script() {
+    let rein = Rein::start();
+    let root = php_root();
+    let addr = rein.serve_with(
+        json!([
+            {"match": {"uri": "/direct/*"}, "action": {"rewrite": "/hello.php", "pass": "applications/php/direct"}},
+            {"action": {"pass": "applications/php/front"}}
+        ]),
+        json!({"applications": {"php": {
+            "type": "php",
+            "processes": 1,
+            "targets": {
+                "direct": {"root": root},
+                "front": {"root": root, "script": "index.php"}
+            }
+        }}}),
+    );
+    assert!(get(addr, "/direct/x").text().starts_with("hello:"));
+    // With a `script`, every path runs it, even a static file's, as its PATH_INFO.
+    assert_eq!(
+        get(addr, "/style.css").text(),
+        "front|/style.css|/index.php|/style.css\n"
+    );
+}
+
+#[test]
+fn bad_php_configurations_are_refused_naming_the_key() {
+    let rein = Rein::start();
+    let refused = |app: Value, path: &str| {
+        let config = json!({"applications": {"php": app}});
+        let (code, body) = rein.api("PUT", "/config", Some(&config.to_string()));
+        assert_eq!(code, 400, "{body}");
+        let detail = body["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(detail.contains(path), "{path} not in {body}");
+    };
+    refused(json!({"type": "php"}), "applications/php");
+    refused(
+        json!({"type": "php", "root": "relative"}),
+        "applications/php/root",
+    );
+    refused(
+        json!({"type": "php", "root": "/srv", "index": "../x.php"}),
+        "applications/php/index",
+    );
+    refused(
+        json!({"type": "php", "root": "/srv", "options": {"admin": {"a\nb": "1"}}}),
+        "applications/php/options/admin",
+    );
+    refused(
+        json!({"type": "php", "root": "/srv", "executable": "/bin/sh"}),
+        "applications/php",
+    );
+    let (_, config) = rein.api("GET", "/config", None);
+    assert_eq!(
+        config["applications"],
+        Value::Null,
+        "nothing changed: {config}"
+    );
+}
+
+/// A PHP-FPM started by the test, as a system's would be: rein reaches it with the `fastcgi` action.
+struct SystemFpm {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl SystemFpm {
+    fn start(dir: &Path) -> SystemFpm {
+        let socket = dir.join("system-fpm.sock");
+        let conf = dir.join("system-fpm.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "[global]\nerror_log = {}\ndaemonize = no\n[www]\nlisten = {}\nuser = root\npm = static\npm.max_children = 2\nclear_env = no\n",
+                dir.join("system-fpm.log").display(),
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let fpm = std::fs::read_dir("/usr/sbin")
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("php-fpm")
+            })
+            .expect("php-fpm is installed by scripts/test.sh");
+        let mut cmd = Command::new(fpm);
+        cmd.args(["--nodaemonize", "--fpm-config"]).arg(&conf);
+        if nix::unistd::geteuid().is_root() {
+            cmd.arg("--allow-to-run-as-root");
+        }
+        let child = cmd
+            .env("APP_ENV_FROM_SYSTEM", "1")
+            .spawn()
+            .expect("php-fpm");
+        wait_for("the system PHP-FPM socket", || socket.exists());
+        SystemFpm { child, socket }
+    }
+}
+
+impl Drop for SystemFpm {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_fastcgi_action_reaches_an_existing_php_fpm() {
+    let rein = Rein::start();
+    let fpm = SystemFpm::start(rein.dir.path());
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/static/*"}, "action": {"share": format!("{}/style.css", php_root().display())}},
+        {"action": {"fastcgi": {
+            "server": format!("unix:{}", fpm.socket.display()),
+            "root": php_root(),
+            "params": {"APP_MODE": "production"}
+        }}}
+    ]));
+    let mut conn = Conn::open(addr);
+    for _ in 0..3 {
+        // Several requests on one keep-alive client connection, over pooled FastCGI connections.
+        let r = conn.get("/env.php/p?q=1", &[]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let env = json_of(&r);
+        assert_eq!(env["path_info"], "/p");
+        assert_eq!(env["extra"], "production");
+    }
+    let body = vec![b'z'; 2_000_000];
+    let r = conn.request(
+        "PUT",
+        "/env.php",
+        &[("Content-Type", "application/octet-stream")],
+        &body,
+    );
+    let env = json_of(&r);
+    assert_eq!(env["method"], "PUT");
+    assert_eq!(env["input_md5"], md5_of(&body));
+    assert_eq!(
+        get(addr, "/2026/post").text(),
+        "front|/2026/post|/index.php|\n"
+    );
+}
+
+#[test]
+fn an_unreachable_fastcgi_server_is_a_502_and_a_bad_one_is_refused() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"fastcgi": {
+        "server": format!("unix:{}/nobody-here.sock", rein.dir.path().display()),
+        "root": php_root()
+    }}}]));
+    assert_eq!(get(addr, "/hello.php").status, 502);
+    let bad = json!({"listeners": {}, "routes": [{"action": {"fastcgi": {"server": "php-fpm", "root": "/srv"}}}]});
+    let (code, body) = rein.api("PUT", "/config", Some(&bad.to_string()));
+    assert_eq!(code, 400);
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("routes/0/action/fastcgi/server"),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_php_app_can_listen_on_tcp() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({"socket": "tcp"})));
+    assert!(get(addr, "/hello.php").text().starts_with("hello:"));
+}
+
+/// MD5 through the system's md5sum (no hashing crate for two tests).
+fn md5_of(data: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("md5sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("md5sum");
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().next().unwrap().to_owned()
+}

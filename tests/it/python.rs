@@ -1,0 +1,247 @@
+//! Python end to end: rein hosts WSGI and ASGI apps (`tests/apps/python/`) with its adapter over FastCGI.
+//! PEP 3333's points (streamed input, `wsgi.errors`, iterables with `close()`, `start_response` with
+//! `exc_info`, the legacy `write`), ASGI's `http` and `lifespan` scopes, `prefix` and `targets`, import
+//! errors refused with their traceback, and rolling reloads under load.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::harness::{Conn, Rein, get, wait_for};
+use crate::load::{Load, assert_no_failures};
+
+fn apps() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps/python")
+        .display()
+        .to_string()
+}
+
+/// A Python app over `tests/apps/python`; `extra` overrides top-level keys.
+fn python_app(module: &str, extra: Value) -> Value {
+    let mut app = json!({
+        "type": "python",
+        "path": apps(),
+        "module": module,
+        "stop": {"timeout": 2},
+        "restart": {"min_interval": 0.2, "backoff_max": 1, "stable_after": 0.5},
+    });
+    if let Value::Object(more) = extra {
+        app.as_object_mut().unwrap().extend(more);
+    }
+    app
+}
+
+fn serve_app(rein: &Rein, app: Value) -> SocketAddr {
+    rein.serve_with(
+        json!([{"action": {"pass": "applications/py"}}]),
+        json!({"applications": {"py": app}}),
+    )
+}
+
+fn json_of(r: &crate::harness::Response) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.text()))
+}
+
+fn sha256(data: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().next().unwrap().to_owned()
+}
+
+#[test]
+fn a_wsgi_app_gets_pep_3333() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 2})));
+    let mut conn = Conn::open(addr);
+
+    assert_eq!(conn.get("/hello", &[]).text(), "Hello, world");
+    let env = json_of(&conn.get("/env/caf%C3%A9?q=1", &[("X-Test", "yes")]));
+    assert_eq!(env["REQUEST_METHOD"], "GET");
+    assert_eq!(env["SCRIPT_NAME"], "");
+    assert_eq!(env["PATH_INFO_decoded"], "/env/café");
+    assert_eq!(env["QUERY_STRING"], "q=1");
+    assert_eq!(env["HTTP_X_TEST"], "yes");
+    assert_eq!(env["wsgi.url_scheme"], "http");
+    assert_eq!(env["wsgi.multithread"], true);
+    assert_eq!(env["native_strings"], true);
+
+    // Input streamed: the first line comes back before the rest is read, then the total.
+    let r = conn.request("POST", "/echo", &[], b"line one\nthe rest of it");
+    assert_eq!(r.text(), "line one\nthe rest of it\n#total=23\n");
+
+    // A 5 MB upload, read in 64 KiB pieces by the app.
+    let upload: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let r = conn.request("PUT", "/upload", &[], &upload);
+    let got = json_of(&r);
+    assert_eq!(got["bytes"], 5_000_000);
+    assert_eq!(got["sha256"], sha256(&upload));
+
+    // An iterable with close(): every chunk, and close() called.
+    let r = conn.get("/stream", &[]);
+    assert_eq!(r.text().lines().count(), 100);
+    assert!(
+        json_of(&conn.get("/closed", &[]))["closed"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+
+    assert_eq!(
+        conn.get("/write", &[]).text(),
+        "written 1\nwritten 2\nreturned\n"
+    );
+    let r = conn.get("/exc_info", &[]);
+    assert_eq!((r.status, r.header("x-exc-info")), (500, Some("yes")));
+    assert_eq!(r.text(), "custom error body\n");
+    assert_eq!(conn.get("/error", &[]).status, 500);
+    let r = conn.get("/status/201", &[]);
+    assert_eq!((r.status, r.header("x-status")), (201, Some("201")));
+    assert_eq!(conn.get("/errors", &[]).text(), "logged");
+    wait_for("wsgi.errors in the app's log", || {
+        std::fs::read_to_string(rein.dir.path().join("state/logs/py.log")).is_ok_and(|log| {
+            log.contains("message to wsgi.errors") && log.contains("ZeroDivisionError")
+        })
+    });
+}
+
+#[test]
+fn threads_bound_what_one_instance_runs_at_once() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 2})));
+    let _ = get(addr, "/maxconc");
+    let clients: Vec<_> = (0..6)
+        .map(|_| std::thread::spawn(move || get(addr, "/sleep?ms=150").status))
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    assert_eq!(json_of(&get(addr, "/maxconc"))["max"], 2);
+}
+
+#[test]
+fn an_asgi_app_gets_lifespan_and_streams_both_ways() {
+    let rein = Rein::start();
+    let addr = serve_app(
+        &rein,
+        python_app("asgi_app", json!({"protocol": "asgi", "callable": "app"})),
+    );
+    let mut conn = Conn::open(addr);
+    assert_eq!(conn.get("/hello", &[]).text(), "Hello, world");
+    assert_eq!(json_of(&conn.get("/lifespan", &[]))["started"], true);
+    let body = vec![b'q'; 300_000];
+    let r = conn.request("POST", "/echo", &[], &body);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, body);
+    assert_eq!(
+        conn.get("/stream", &[]).text(),
+        "event 0\nevent 1\nevent 2\nevent 3\nevent 4\ndone\n"
+    );
+    assert_eq!(conn.get("/error", &[]).status, 500);
+    assert_eq!(conn.get("/hello", &[]).status, 200, "the app still serves");
+}
+
+#[test]
+fn a_prefix_becomes_script_name() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, python_app("wsgi_app", json!({"prefix": "/api/"})));
+    let env = json_of(&get(addr, "/api/env/x"));
+    assert_eq!(
+        (env["SCRIPT_NAME"].as_str(), env["PATH_INFO"].as_str()),
+        (Some("/api"), Some("/env/x"))
+    );
+}
+
+#[test]
+fn targets_pick_a_callable_per_route() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        json!([
+            {"match": {"uri": "/one/*"}, "action": {"pass": "applications/py/one"}},
+            {"action": {"pass": "applications/py/two"}}
+        ]),
+        json!({"applications": {"py": {
+            "type": "python",
+            "path": apps(),
+            "targets": {
+                "one": {"module": "wsgi_targets", "callable": "first", "prefix": "/one"},
+                "two": {"module": "wsgi_targets", "callable": "second"}
+            }
+        }}}),
+    );
+    assert_eq!(get(addr, "/one/x").text(), "first|/one|/x");
+    assert_eq!(get(addr, "/other").text(), "second||/other");
+}
+
+#[test]
+fn import_errors_are_refused_with_the_traceback_and_nothing_changes() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, python_app("wsgi_app", json!({})));
+    for (module, expected) in [
+        ("broken_syntax", "SyntaxError"),
+        ("import_error", "ModuleNotFoundError"),
+        ("no_callable", "has no callable 'application'"),
+    ] {
+        let config = json!({"applications": {"py": python_app(module, json!({}))}});
+        let (code, body) = rein.api(
+            "PUT",
+            "/config/applications",
+            Some(&config["applications"].to_string()),
+        );
+        assert_eq!(code, 400, "{module}: {body}");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("applications/py"), "{detail}");
+        assert!(detail.contains(expected), "{module}: {detail}");
+    }
+    assert_eq!(
+        get(addr, "/hello").text(),
+        "Hello, world",
+        "the old app still serves"
+    );
+    let (_, apps) = rein.api("GET", "/config/applications/py/module", None);
+    assert_eq!(apps, "wsgi_app");
+}
+
+#[test]
+fn rolling_reloads_under_load_fail_no_request() {
+    let rein = Rein::start();
+    let addr = serve_app(
+        &rein,
+        python_app("wsgi_app", json!({"processes": 2, "threads": 2})),
+    );
+    wait_for("the app to answer", || get(addr, "/hello").status == 200);
+    let load = Load::start(addr, &["/hello", "/hello", "/hello", "/env"]);
+    for _ in 0..3 {
+        load.wait_more(200);
+        let (code, body) = rein.api("GET", "/control/applications/py/restart", None);
+        assert_eq!(code, 200, "{body}");
+    }
+    load.wait_more(200);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+}
+
+/// The adapter's own protocol-level suite (`tests/apps/python/test_adapter.py`: FastCGI records, every PEP 3333
+/// and ASGI point on a raw socket), run as part of rein's tests.
+#[test]
+fn the_adapter_passes_its_own_suite() {
+    let out = Command::new("python3")
+        .arg(Path::new(&apps()).join("test_adapter.py"))
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
