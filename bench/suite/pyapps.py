@@ -35,6 +35,10 @@ def run(ctx, out):
                 r.port = free_ports(1)[0]
                 app = {"type": "python", "path": appdir, "module": f"{proto}_hello", "callable": "application",
                        "processes": WORKERS, "threads": 1}
+                # The peers' interpreter and packages (uvloop, as uvicorn[standard] uses it), through `home`.
+                venv_python = ctx.bins.get("venv_python")
+                if venv_python:
+                    app["home"] = os.path.dirname(os.path.dirname(venv_python))
                 if proto == "asgi":
                     app["protocol"] = "asgi"
                 feature = '"type": "python" applications' + (' with "protocol": "asgi"' if proto == "asgi" else "")

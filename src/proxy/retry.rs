@@ -113,8 +113,13 @@ async fn wait_for_server(
     loop {
         // Register interest before looking, so a change between the look and the wait is not missed.
         let changed = upstream.changed.notified();
-        tokio::pin!(changed);
+        let freed = match excluded.is_empty() {
+            true => upstream.freed.notified(),
+            false => upstream.retrying.notified(),
+        };
+        tokio::pin!(changed, freed);
         changed.as_mut().enable();
+        freed.as_mut().enable();
         if let Some(found) = upstream.pick(client, excluded) {
             return Some(found);
         }
@@ -127,6 +132,7 @@ async fn wait_for_server(
         }
         tokio::select! {
             _ = &mut changed => {}
+            _ = &mut freed => {}
             _ = tokio::time::sleep_until(wake) => {}
         }
     }

@@ -244,11 +244,14 @@ impl AppConf {
             AppKind::Python(py) if py.protocol == super::python::Protocol::Wsgi => {
                 Some(py.threads as u32)
             }
-            // PHP-FPM's workers: a request beyond them would wait inside PHP-FPM's queue.
-            AppKind::Php(php) => Some(match php.workers {
-                super::php::Workers::Static(n) => n as u32,
-                super::php::Workers::Dynamic(scale) => scale.max as u32,
-            }),
+            // Twice PHP-FPM's workers: one request each, and one more waiting in its accept queue, so that no
+            // worker idles while rein hands it the next request; beyond that requests wait in rein, in order.
+            AppKind::Php(php) => Some(
+                2 * match php.workers {
+                    super::php::Workers::Static(n) => n as u32,
+                    super::php::Workers::Dynamic(scale) => scale.max as u32,
+                },
+            ),
             _ => None,
         }
     }
@@ -257,6 +260,41 @@ impl AppConf {
     pub fn is_fastcgi(&self) -> bool {
         !matches!(self.kind, AppKind::External)
     }
+}
+
+/// Unit's `targets` of a PHP or Python app: `{"NAME": {KEYS...}}`, each compiled by `compile`; the same keys
+/// at the app's level are then an error. `None` when the app has no `targets`.
+pub(super) fn targets<T>(
+    map: &Map<String, Value>,
+    path: &JsonPath,
+    keys: &[&str],
+    compile: impl Fn(&Map<String, Value>, &JsonPath) -> Result<T, ConfigError>,
+) -> Result<Option<std::collections::BTreeMap<String, T>>, ConfigError> {
+    let Some(t) = map.get("targets") else {
+        return Ok(None);
+    };
+    if let Some(k) = keys.iter().find(|k| map.contains_key(**k)) {
+        return Err(path
+            .key(k)
+            .error("goes inside each of \"targets\" when there are targets"));
+    }
+    let tpath = path.key("targets");
+    let targets = object(t, &tpath)?
+        .iter()
+        .map(|(name, t)| {
+            let p = tpath.key(name);
+            if name.is_empty() || name.contains(['=', ':', '/']) {
+                return Err(p.error("a target name cannot be empty or contain '=', ':' or '/'"));
+            }
+            let t = object(t, &p)?;
+            known_keys(t, keys, &p)?;
+            Ok((name.clone(), compile(t, &p)?))
+        })
+        .collect::<Result<std::collections::BTreeMap<_, _>, ConfigError>>()?;
+    if targets.is_empty() {
+        return Err(tpath.error("needs at least one target"));
+    }
+    Ok(Some(targets))
 }
 
 fn arguments(v: &Value, path: &JsonPath) -> Result<Vec<String>, ConfigError> {

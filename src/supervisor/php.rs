@@ -49,29 +49,12 @@ impl PhpApp {
     }
 }
 
+/// What a target (or the app itself, without targets) sets.
+const TARGET_KEYS: &[&str] = &["root", "script", "index"];
+
 pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PhpApp, ConfigError> {
-    let (target, targets) = match map.get("targets") {
-        Some(t) => {
-            if let Some(k) = ["root", "script", "index"]
-                .iter()
-                .find(|k| map.contains_key(**k))
-            {
-                return Err(path
-                    .key(k)
-                    .error("goes inside each of \"targets\" when there are targets"));
-            }
-            let tpath = path.key("targets");
-            let targets = object(t, &tpath)?
-                .iter()
-                .map(|(name, t)| {
-                    let p = tpath.key(name);
-                    let t = object(t, &p)?;
-                    known_keys(t, &["root", "script", "index"], &p)?;
-                    Ok((name.clone(), php_target(t, &p)?))
-                })
-                .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
-            (None, targets)
-        }
+    let (target, targets) = match super::conf::targets(map, path, TARGET_KEYS, php_target)? {
+        Some(targets) => (None, targets),
         None => (Some(php_target(map, path)?), BTreeMap::new()),
     };
     let mut app = PhpApp {
@@ -157,21 +140,15 @@ pub fn launch(
             "PHP-FPM is not installed (Debian: apt-get install php-fpm)",
         )
     })?;
-    let (listen, file) = match socket {
-        AppSocket::Unix(path) => {
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fpm");
-            (
-                dir.join(format!("{stem}.fpm-placeholder"))
-                    .display()
-                    .to_string(),
-                dir.join(format!("{stem}.fpm.conf")),
-            )
-        }
-        AppSocket::Tcp(addr) => (
-            addr.to_string(),
-            dir.join(format!("fpm-{}.conf", addr.port())),
-        ),
+    let listen = match socket {
+        // A placeholder: PHP-FPM removes its socket file when it exits, and the real one outlives it.
+        AppSocket::Unix(_) => config_file(socket, dir)
+            .with_extension("placeholder")
+            .display()
+            .to_string(),
+        AppSocket::Tcp(addr) => addr.to_string(),
     };
+    let file = config_file(socket, dir);
     std::fs::write(&file, fpm_config(name, conf, php, &listen))?;
     let mut args = vec![
         "--nodaemonize".to_owned(),
@@ -192,6 +169,18 @@ pub fn launch(
         arguments: args,
         environment: env,
     })
+}
+
+/// The PHP-FPM configuration of the instance on `socket`, in the app's runtime directory (removed with the
+/// instance).
+pub fn config_file(socket: &AppSocket, dir: &Path) -> PathBuf {
+    match socket {
+        AppSocket::Unix(path) => {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fpm");
+            dir.join(format!("{stem}.fpm.conf"))
+        }
+        AppSocket::Tcp(addr) => dir.join(format!("fpm-{}.conf", addr.port())),
+    }
 }
 
 /// A process to start: what [`super::spawn::SpawnSpec`] takes from the app's kind.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::config::walk::{integer, object, string, strings};
+use crate::config::walk::{integer, string, strings};
 use crate::config::{ConfigError, JsonPath};
 
 /// The adapter's source, written to the state directory when rein starts.
@@ -104,6 +104,9 @@ impl PythonApp {
     }
 }
 
+/// What a target (or the app itself, without targets) sets.
+const TARGET_KEYS: &[&str] = &["module", "callable", "prefix"];
+
 pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PythonApp, ConfigError> {
     let paths = match map.get("path") {
         None => Vec::new(),
@@ -127,37 +130,15 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PythonApp, C
             n => n as usize,
         },
     };
-    let (app, targets) = match map.get("targets") {
-        None => (callable(map, path)?, Default::default()),
-        Some(t) => {
-            if let Some(k) = ["module", "callable", "prefix"]
-                .iter()
-                .find(|k| map.contains_key(**k))
-            {
-                return Err(path
-                    .key(k)
-                    .error("goes inside each of \"targets\" when there are targets"));
-            }
-            let tpath = path.key("targets");
-            let targets = object(t, &tpath)?
-                .iter()
-                .map(|(name, t)| {
-                    let p = tpath.key(name);
-                    if name.contains(['=', ':']) {
-                        return Err(p.error("a target name cannot contain '=' or ':'"));
-                    }
-                    let t = object(t, &p)?;
-                    crate::config::walk::known_keys(t, &["module", "callable", "prefix"], &p)?;
-                    Ok((name.clone(), callable(t, &p)?))
-                })
-                .collect::<Result<std::collections::BTreeMap<_, _>, ConfigError>>()?;
-            let first = targets
-                .values()
-                .next()
-                .cloned()
-                .ok_or_else(|| tpath.error("needs at least one target"))?;
-            (first, targets)
+    let (app, targets) = match super::conf::targets(map, path, TARGET_KEYS, callable)? {
+        // The adapter imports the first target as its main app; requests name theirs.
+        Some(targets) => {
+            let (_, first) = targets
+                .first_key_value()
+                .expect("targets() refuses an empty object");
+            (first.clone(), targets)
         }
+        None => (callable(map, path)?, Default::default()),
     };
     Ok(PythonApp {
         path: paths,

@@ -522,6 +522,10 @@ impl Runner {
                 if let AppSocket::Unix(path) = &instance.addr {
                     let _ = std::fs::remove_file(path);
                 }
+                if let AppKind::Php(_) = self.conf.kind {
+                    let _ =
+                        std::fs::remove_file(php::config_file(&instance.addr, &self.paths.sockets));
+                }
             }
             keep
         });

@@ -84,8 +84,11 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.server.active.fetch_sub(1, Ordering::Relaxed);
-        // A freed slot may let a request waiting on `max_connections` go.
-        self.upstream.changed.notify_waiters();
+        // A freed slot may let a request waiting on `max_connections` go: one fresh request (the first in
+        // line; waking them all for one slot would cost a pick per waiter per request), and every retry,
+        // whose excluded servers make it unlike the others.
+        self.upstream.freed.notify_one();
+        self.upstream.retrying.notify_waiters();
     }
 }
 
@@ -105,8 +108,12 @@ pub struct Upstream {
     /// The servers now: fixed by the configuration, or changed at run time for an application's instances.
     members: ArcSwap<Vec<Member>>,
     balancer: Mutex<Balancer>,
-    /// Signalled when a server may have become available.
+    /// Signalled when a server may have become available (members changed, a server came back).
     pub changed: Notify,
+    /// A slot was freed: wakes one request waiting for its first server.
+    pub freed: Notify,
+    /// A slot was freed: wakes every request waiting for a server to retry on.
+    pub retrying: Notify,
     /// Requests answered by a server, and requests rein had to answer with an error (502/503/504).
     answered: AtomicU64,
     failed: AtomicU64,
@@ -121,6 +128,8 @@ impl Upstream {
             members: ArcSwap::from_pointee(members),
             conf,
             changed: Notify::new(),
+            freed: Notify::new(),
+            retrying: Notify::new(),
             answered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         });

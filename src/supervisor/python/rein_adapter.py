@@ -1411,6 +1411,24 @@ def inherited_socket():
     return sock
 
 
+def run_event_loop(coro):
+    """asyncio's loop, or uvloop's when the app's environment has it (as uvicorn does): the adapter itself needs
+    only the standard library. REIN_ASYNCIO_LOOP=asyncio keeps the standard loop."""
+    uvloop = None
+    if os.environ.get("REIN_ASYNCIO_LOOP", "auto") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+    if uvloop is None:
+        return asyncio.run(coro)
+    log("event loop: uvloop %s" % getattr(uvloop, "__version__", ""))
+    if sys.version_info >= (3, 12):
+        return asyncio.run(coro, loop_factory=uvloop.new_event_loop)
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return asyncio.run(coro)
+
+
 def main(argv=None):
     args = parse_args(argv)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -1446,7 +1464,7 @@ def main(argv=None):
     if args.protocol == "asgi":
         server = AsgiServer(app, listener, args.prefix, label)
         server.targets = targets
-        return asyncio.run(server.serve())
+        return run_event_loop(server.serve())
     log("serving %s, %d thread(s)" % (label, args.threads))
     server = WsgiServer(app, listener, args.threads, args.prefix)
     server.targets = targets
