@@ -101,7 +101,13 @@ pub async fn drive(config: &Config, mut on_tick: impl FnMut(&Progress)) -> Resul
             _ = tick.tick() => on_tick(&shared.progress()),
         }
     };
-    let elapsed = start.elapsed();
+    // A timed run measures its duration: requests stuck on the server once the load stopped starting new ones
+    // still count (as answers or timeouts), but the time spent draining them is no outage seen by new
+    // requests, nor part of the rate (as wrk reports).
+    let elapsed = match config.stop {
+        Stop::Duration(d) => start.elapsed().min(d),
+        Stop::Requests(_) => start.elapsed(),
+    };
     let mut total = Recorder::default();
     for result in results {
         match result {
