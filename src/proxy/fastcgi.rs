@@ -112,20 +112,28 @@ async fn attempt(
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
-    let (conn, reused) = match server.fcgi.take(timeouts.idle) {
-        Some(conn) => (conn, true),
-        None => match fastcgi::connect(&server.addr, timeouts.connect).await {
-            Ok(conn) => (conn, false),
-            Err(source) => {
-                return Err(Failed {
-                    error: ProxyError::connect(&server.addr, timeouts.connect, source),
-                    unsent: body,
-                    stale: false,
-                });
+    let (conn, waiting) = match server.fcgi.take(timeouts.idle) {
+        Some(conn) => (conn, None),
+        None => {
+            // Counted from before the dial, so that no connection finishing meanwhile goes idle in the pool.
+            let waiting = Waiting::new(&server);
+            match fastcgi::connect(&server.addr, timeouts.connect).await {
+                Ok(conn) => {
+                    // Idle connections hold workers that this new one may be queued behind: let them go.
+                    server.fcgi.clear();
+                    (conn, Some(waiting))
+                }
+                Err(source) => {
+                    return Err(Failed {
+                        error: ProxyError::connect(&server.addr, timeouts.connect, source),
+                        unsent: body,
+                        stale: false,
+                    });
+                }
             }
-        },
+        }
     };
-    let waiting = (!reused).then(|| Waiting::new(&server));
+    let reused = waiting.is_none();
     let sent = conn.send(params, body, timeouts.read).await;
     drop(waiting);
     match sent {
@@ -149,8 +157,9 @@ async fn attempt(
     }
 }
 
-/// Counts a request waiting for its answer on a connection it just opened, which the server may not have
-/// accepted yet.
+/// Counts a request waiting for its answer on a connection it is opening or just opened, which the server
+/// may not have accepted yet: PHP-FPM's workers stay with a kept-alive connection until it closes, so while
+/// one waits, finished connections are closed rather than pooled, and the idle ones are let go.
 struct Waiting(Arc<ServerState>);
 
 impl Waiting {

@@ -109,6 +109,12 @@ impl<C: Pooled> Pool<C> {
         });
     }
 
+    /// Closes every idle connection.
+    pub fn clear(&self) {
+        let drained = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(drained);
+    }
+
     pub fn idle_count(&self) -> usize {
         self.idle.lock().map(|i| i.len()).unwrap_or(0)
     }
