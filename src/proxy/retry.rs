@@ -103,12 +103,16 @@ where
 
 /// A server to send to: one available now, or the first to become available within `queue_timeout`.
 /// Servers this request already failed on are not candidates: an application instance that just died may
-/// still be listed for a moment, and its replacement is worth the wait.
+/// still be listed for a moment, and its replacement is worth the wait. Fixed servers that all failed it
+/// leave nothing to wait for.
 async fn wait_for_server(
     upstream: &Arc<Upstream>,
     client: Option<IpAddr>,
     excluded: &[Arc<ServerState>],
 ) -> Option<Slot> {
+    if upstream.exhausted(excluded) {
+        return None;
+    }
     let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     loop {
         // Register interest before looking, so a change between the look and the wait is not missed.

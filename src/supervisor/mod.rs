@@ -183,11 +183,7 @@ impl Supervisor {
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
         };
-        let upstream = Upstream::new(
-            &format!("applications/{name}"),
-            upstream_conf(conf),
-            Vec::new(),
-        );
+        let upstream = Upstream::dynamic(&format!("applications/{name}"), upstream_conf(conf));
         let view = Arc::new(Mutex::new(AppView::default()));
         let commands = Runner::start(
             name.to_owned(),

@@ -114,6 +114,9 @@ pub struct Upstream {
     pub freed: Notify,
     /// A slot was freed: wakes every request waiting for a server to retry on.
     pub retrying: Notify,
+    /// Whether the servers change at run time: a request that failed on every server may then wait for a new
+    /// one; with fixed servers it would only wait for nothing.
+    dynamic: bool,
     /// Requests answered by a server, and requests rein had to answer with an error (502/503/504).
     answered: AtomicU64,
     failed: AtomicU64,
@@ -122,8 +125,18 @@ pub struct Upstream {
 impl Upstream {
     /// An upstream over `members`; active health checks start if the configuration asks for them.
     pub fn new(name: &str, conf: UpstreamConf, members: Vec<Member>) -> Arc<Upstream> {
+        Self::build(name, conf, members, false)
+    }
+
+    /// An upstream whose servers come and go at run time (an application's instances), starting with none.
+    pub fn dynamic(name: &str, conf: UpstreamConf) -> Arc<Upstream> {
+        Self::build(name, conf, Vec::new(), true)
+    }
+
+    fn build(name: &str, conf: UpstreamConf, members: Vec<Member>, dynamic: bool) -> Arc<Upstream> {
         let upstream = Arc::new(Upstream {
             name: name.to_owned(),
+            dynamic,
             balancer: Mutex::new(Balancer::new(members.len())),
             members: ArcSwap::from_pointee(members),
             conf,
@@ -203,6 +216,16 @@ impl Upstream {
             server,
             upstream: self.clone(),
         })
+    }
+
+    /// Whether no server is left to try: fixed servers, every one of them already failed for this request.
+    pub fn exhausted(&self, excluded: &[Arc<ServerState>]) -> bool {
+        !self.dynamic
+            && self
+                .members
+                .load()
+                .iter()
+                .all(|m| excluded.iter().any(|e| Arc::ptr_eq(e, &m.state)))
     }
 
     /// The earliest moment a server out on a passive time-out comes back, if any is out now.

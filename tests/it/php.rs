@@ -417,6 +417,39 @@ fn an_unreachable_fastcgi_server_is_a_502_and_a_bad_one_is_refused() {
 }
 
 #[test]
+fn a_malformed_or_truncated_fastcgi_answer_is_a_502_and_a_log_line() {
+    let rein = Rein::start();
+    for mode in ["garbage", "truncated"] {
+        let socket = rein.dir.path().join(format!("{mode}.sock"));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/backends/bad_fastcgi.py");
+        let mut server = Command::new("python3")
+            .arg(script)
+            .arg(&socket)
+            .arg(mode)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        let addr = rein.serve(json!([{"action": {"fastcgi": {
+            "server": format!("unix:{}", socket.display()),
+            "root": php_root()
+        }}}]));
+        let r = get(addr, "/hello.php");
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(r.status, 502, "{mode}: {}", r.text());
+        wait_for("the proxy error in rein's log", || {
+            rein.log_text().contains(&format!("{mode}.sock"))
+        });
+    }
+}
+
+#[test]
 fn a_php_app_can_listen_on_tcp() {
     let rein = Rein::start();
     let addr = serve_php(&rein, php_app(json!({"socket": "tcp"})));
