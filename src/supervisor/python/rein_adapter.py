@@ -47,6 +47,7 @@ Design
 
 import argparse
 import asyncio
+import contextvars
 import gc
 import http
 import importlib
@@ -833,6 +834,41 @@ BODY_HIGH_WATER = 1 << 20  # unread request body that pauses reading from rein
 EAGER_TASKS = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 
+def start_eagerly(loop, coro):
+    """Before Python 3.12: what eager_start does. The coroutine runs until its first suspension now (a simple
+    request completes here, without a task and two more turns of the loop); a task drives the rest. Each
+    request runs in a context of its own, as in a task."""
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration:
+        return None
+    # Created inside the request's context, the task copies it (`context=` is only Python 3.11+).
+    return context.run(loop.create_task, resume(coro, yielded))
+
+
+async def resume(coro, yielded):
+    """Drives a started coroutine as a task would: waits for the future it yielded, then steps it again (it
+    reads the future's outcome itself). A cancellation is thrown into it."""
+    while True:
+        try:
+            if yielded is None:
+                await asyncio.sleep(0)  # a bare yield: one turn of the loop
+            else:
+                yielded._asyncio_future_blocking = False  # taken over, as a task's step does
+                await yielded
+        except asyncio.CancelledError as exc:
+            step = lambda: coro.throw(exc)  # noqa: E731
+        except BaseException:
+            step = lambda: coro.send(None)  # noqa: E731
+        else:
+            step = lambda: coro.send(None)  # noqa: E731
+        try:
+            yielded = step()
+        except StopIteration:
+            return
+
+
 class ClientDisconnected(OSError):
     """Raised by send() once rein has aborted the request or the connection is gone."""
 
@@ -1166,7 +1202,9 @@ class AsgiConnection(asyncio.Protocol):
             if task.done():
                 return
         else:
-            task = self.loop.create_task(coro)
+            task = start_eagerly(self.loop, coro)
+            if task is None:
+                return
         server.tasks.add(task)
         task.add_done_callback(server.tasks.discard)
 
