@@ -199,7 +199,8 @@ pub fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-fn round3(x: f64) -> f64 {
+/// Seconds (or a rate) to the millisecond, as reports show them.
+pub(super) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
