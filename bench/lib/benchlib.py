@@ -236,25 +236,10 @@ class Server:
 
     def memory(self):
         """kB summed over the server's processes (nginx: master + workers)."""
-        total = {"VmRSS": 0, "VmHWM": 0, "Pss": 0, "Threads": 0, "processes": 0}
-        for pid in self.pids():
-            try:
-                st = proc_status(pid)
-            except OSError:
-                continue
-            total["processes"] += 1
-            for k in ("VmRSS", "VmHWM", "Pss", "Threads"):
-                total[k] += st.get(k, 0)
-        return total
+        return memory_of(self.pids())
 
     def cpu(self):
-        t = 0.0
-        for pid in self.pids():
-            try:
-                t += cpu_seconds(pid)
-            except OSError:
-                pass
-        return t
+        return cpu_of(self.pids())
 
     def stop(self):
         if not self.proc:

@@ -251,7 +251,7 @@ impl Conn {
     /// is not a stall.
     pub async fn send(
         self,
-        params: Params,
+        params: &Params,
         body: Option<Body>,
         read_timeout: Duration,
     ) -> Result<Response<ResponseBody>, SendError> {
@@ -263,7 +263,7 @@ impl Conn {
                 stale: true,
             });
         }
-        let mut ex = Exchange::new(self, &params, body, read_timeout);
+        let mut ex = Exchange::new(self, params, body, read_timeout);
         let mut parser = HeadParser::new();
         let head = poll_fn(|cx| ex.poll_head(cx, &mut parser)).await;
         match head {

@@ -193,7 +193,7 @@ async fn simple_get() {
         });
         let response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::CREATED);
@@ -222,7 +222,7 @@ async fn head_split_across_many_records() {
         });
         let response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
@@ -292,7 +292,7 @@ async fn stderr_is_logged_line_by_line_not_returned() {
         });
         let response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         assert_eq!(
@@ -333,7 +333,7 @@ async fn echo(body: Body, expected: &[u8]) {
     });
     let mut response = dial(&addr)
         .await
-        .send(params("POST"), Some(body), SECOND)
+        .send(&params("POST"), Some(body), SECOND)
         .await
         .unwrap();
     let slot = keep(response.body_mut());
@@ -373,7 +373,10 @@ async fn connection_is_reused_after_a_clean_end() {
         });
         let conn = dial(&addr).await;
         let body = chunked(b"a=1&b=2", 3);
-        let mut response = conn.send(params("POST"), Some(body), SECOND).await.unwrap();
+        let mut response = conn
+            .send(&params("POST"), Some(body), SECOND)
+            .await
+            .unwrap();
         let slot = keep(response.body_mut());
         assert_eq!(
             collect(response.into_body()).await.unwrap(),
@@ -382,14 +385,14 @@ async fn connection_is_reused_after_a_clean_end() {
         let conn = taken(&slot).expect("reused");
         assert!(!conn.is_closed());
 
-        let response = conn.send(params("GET"), None, SECOND).await.unwrap();
+        let response = conn.send(&params("GET"), None, SECOND).await.unwrap();
         let mut body = response.into_body();
         while body.frame().await.is_some() {}
         // Registered after the end: handed over at once.
         let slot = keep(&mut body);
         let conn = taken(&slot).expect("reused");
 
-        let response = conn.send(params("GET"), None, SECOND).await.unwrap();
+        let response = conn.send(&params("GET"), None, SECOND).await.unwrap();
         assert_eq!(collect(response.into_body()).await.unwrap(), b"2 GET ");
         server.await.unwrap();
     })
@@ -419,7 +422,7 @@ async fn unclean_ends_are_not_reused() {
         });
         let mut response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         let slot = keep(response.body_mut());
@@ -428,7 +431,7 @@ async fn unclean_ends_are_not_reused() {
 
         let mut response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         let slot = keep(response.body_mut());
@@ -438,7 +441,7 @@ async fn unclean_ends_are_not_reused() {
 
         let mut response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         let slot = keep(response.body_mut());
@@ -461,7 +464,7 @@ async fn server_closing_mid_body_is_a_body_error() {
         });
         let response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         let mut body = response.into_body();
@@ -504,7 +507,7 @@ async fn garbage_is_an_error_not_a_panic() {
         });
         let e = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap_err();
         assert!(matches!(e.error, Error::Decode(_)), "{e}");
@@ -512,7 +515,7 @@ async fn garbage_is_an_error_not_a_panic() {
 
         let response = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap();
         let e = collect(response.into_body()).await.unwrap_err();
@@ -520,7 +523,7 @@ async fn garbage_is_an_error_not_a_panic() {
 
         let e = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap_err();
         assert!(matches!(e.error, Error::Unexpected { id: 2, .. }), "{e}");
@@ -544,7 +547,7 @@ async fn silent_server_times_out() {
         let timeout = Duration::from_millis(200);
         let e = dial(&addr)
             .await
-            .send(params("GET"), None, timeout)
+            .send(&params("GET"), None, timeout)
             .await
             .unwrap_err();
         assert!(e.error.is_timeout(), "{e}");
@@ -572,7 +575,7 @@ async fn body_stall_times_out() {
         });
         let response = dial(&addr)
             .await
-            .send(params("GET"), None, Duration::from_millis(200))
+            .send(&params("GET"), None, Duration::from_millis(200))
             .await
             .unwrap();
         let e = collect(response.into_body()).await.unwrap_err();
@@ -600,7 +603,7 @@ async fn stale_connections_are_reported_with_the_body() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let e = conn
-            .send(params("POST"), Some(crate::body::full("x=1")), SECOND)
+            .send(&params("POST"), Some(crate::body::full("x=1")), SECOND)
             .await
             .unwrap_err();
         assert!(e.stale && matches!(e.error, Error::Closed), "{e:?}");
@@ -609,7 +612,7 @@ async fn stale_connections_are_reported_with_the_body() {
 
         let e = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap_err();
         assert!(e.stale, "closed without a byte of answer: {e:?}");
@@ -638,7 +641,7 @@ async fn failing_request_body_aborts() {
         let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames)).boxed();
         let e = dial(&addr)
             .await
-            .send(params("POST"), Some(body), SECOND)
+            .send(&params("POST"), Some(body), SECOND)
             .await
             .unwrap_err();
         assert!(matches!(e.error, Error::RequestBody(_)), "{e}");
@@ -671,7 +674,7 @@ async fn early_answer_without_reading_the_body() {
         let data = vec![b'x'; 4 * 1024 * 1024];
         let mut response = dial(&addr)
             .await
-            .send(params("POST"), Some(chunked(&data, 64 * 1024)), SECOND)
+            .send(&params("POST"), Some(chunked(&data, 64 * 1024)), SECOND)
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
@@ -695,7 +698,7 @@ async fn end_without_response() {
         });
         let e = dial(&addr)
             .await
-            .send(params("GET"), None, SECOND)
+            .send(&params("GET"), None, SECOND)
             .await
             .unwrap_err();
         assert!(

@@ -112,7 +112,7 @@ async fn exchange(
 ) -> (String, Option<Conn>) {
     let body = body.map(crate::body::full);
     let timeout = Duration::from_secs(10);
-    let mut response = conn.send(params, body, timeout).await.unwrap();
+    let mut response = conn.send(&params, body, timeout).await.unwrap();
     assert_eq!(response.status(), 201);
     assert_eq!(response.headers()["x-test"], "1");
     let slot: Arc<Mutex<Option<Conn>>> = Arc::default();

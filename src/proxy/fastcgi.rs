@@ -59,7 +59,7 @@ async fn try_forward(
     };
     let (params, replayable) = (&params, plan.replayable);
     retry::run(upstream, plan, |slot, body| async move {
-        let (response, slot) = attempt(upstream, slot, params.clone(), body).await?;
+        let (response, slot) = attempt(upstream, slot, params, body).await?;
         if !replayable {
             return Ok(response.map(|answer| Body::new(Held::new(answer, Some(slot)))));
         }
@@ -107,7 +107,7 @@ async fn buffer_start(
 async fn attempt(
     upstream: &Upstream,
     slot: Slot,
-    params: Params,
+    params: &Params,
     body: Option<Body>,
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();

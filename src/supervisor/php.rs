@@ -197,59 +197,57 @@ pub fn fpm_config(name: &str, conf: &AppConf, php: &PhpApp, listen: &str) -> Str
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     let mut out = String::from("[global]\n");
-    let mut set = |k: &str, v: &str| {
+    let set = |out: &mut String, k: &str, v: &str| {
         let _ = writeln!(out, "{k} = {v}");
     };
-    set("error_log", "/proc/self/fd/2");
-    set("log_limit", "8192");
-    set("daemonize", "no");
-    let mut out = out + &format!("[{pool}]\n");
-    let mut set = |k: &str, v: &str| {
-        let _ = writeln!(out, "{k} = {v}");
-    };
-    set("listen", listen);
+    set(&mut out, "error_log", "/proc/self/fd/2");
+    set(&mut out, "log_limit", "8192");
+    set(&mut out, "daemonize", "no");
+    let _ = writeln!(out, "[{pool}]");
+    set(&mut out, "listen", listen);
     // Only a root master switches its workers to `user`: the app's, else root's own (rein was root).
-    set("user", conf.user.as_deref().unwrap_or("root"));
+    set(&mut out, "user", conf.user.as_deref().unwrap_or("root"));
     if let Some(g) = &conf.group {
-        set("group", g);
+        set(&mut out, "group", g);
     }
     match php.workers {
         Workers::Static(n) => {
-            set("pm", "static");
-            set("pm.max_children", &n.to_string());
+            set(&mut out, "pm", "static");
+            set(&mut out, "pm.max_children", &n.to_string());
         }
         Workers::Dynamic(Scale {
             max,
             spare,
             idle_timeout,
         }) => {
-            set("pm", "dynamic");
-            set("pm.max_children", &max.to_string());
-            set("pm.start_servers", &spare.to_string());
-            set("pm.min_spare_servers", &spare.to_string());
-            set("pm.max_spare_servers", &max.to_string());
+            set(&mut out, "pm", "dynamic");
+            set(&mut out, "pm.max_children", &max.to_string());
+            set(&mut out, "pm.start_servers", &spare.to_string());
+            set(&mut out, "pm.min_spare_servers", &spare.to_string());
+            set(&mut out, "pm.max_spare_servers", &max.to_string());
             let idle = format!("{}s", idle_timeout.as_secs().max(1));
-            set("pm.process_idle_timeout", &idle);
+            set(&mut out, "pm.process_idle_timeout", &idle);
         }
     }
     if let Some(n) = php.max_requests {
-        set("pm.max_requests", &n.to_string());
+        set(&mut out, "pm.max_requests", &n.to_string());
     }
     if let Some(t) = conf.request_timeout {
         set(
+            &mut out,
             "request_terminate_timeout",
             &format!("{}s", t.as_secs().max(1)),
         );
     }
-    set("catch_workers_output", "yes");
-    set("decorate_workers_output", "no");
+    set(&mut out, "catch_workers_output", "yes");
+    set(&mut out, "decorate_workers_output", "no");
     // The app's `environment` reaches the scripts' getenv() and $_ENV.
-    set("clear_env", "no");
+    set(&mut out, "clear_env", "no");
     for (k, v) in &php.admin {
-        set(&format!("php_admin_value[{k}]"), v);
+        set(&mut out, &format!("php_admin_value[{k}]"), v);
     }
     for (k, v) in &php.user {
-        set(&format!("php_value[{k}]"), v);
+        set(&mut out, &format!("php_value[{k}]"), v);
     }
     out
 }
@@ -273,5 +271,64 @@ impl AppConf {
             php.max_requests = self.max_requests.take();
             self.processes = 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::conf::{AppKind, compile};
+    use super::*;
+
+    fn app(v: serde_json::Value) -> (AppConf, PhpApp) {
+        let conf = compile(&v, &JsonPath::root().key("applications").key("blog")).unwrap();
+        match &conf.kind {
+            AppKind::Php(php) => (conf.clone(), php.clone()),
+            other => panic!("not PHP: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_pool_gets_workers_limits_and_options() {
+        let (conf, php) = app(json!({
+            "type": "php 8.2", "root": "/srv/blog", "processes": 3,
+            "limits": {"requests": 500, "timeout": 20},
+            "options": {"admin": {"memory_limit": "64M"}, "user": {"display_errors": "0"}}
+        }));
+        assert_eq!(conf.processes, 1, "rein supervises one master");
+        let text = fpm_config("my-blog", &conf, &php, "/run/x.placeholder");
+        for line in [
+            "[global]",
+            "error_log = /proc/self/fd/2",
+            "[my_blog]",
+            "listen = /run/x.placeholder",
+            "pm = static",
+            "pm.max_children = 3",
+            "pm.max_requests = 500",
+            "request_terminate_timeout = 20s",
+            "clear_env = no",
+            "php_admin_value[memory_limit] = 64M",
+            "php_value[display_errors] = 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn dynamic_processes_become_a_dynamic_pool() {
+        let (conf, php) = app(json!({
+            "type": "php", "root": "/srv", "processes": {"max": 8, "spare": 2, "idle_timeout": 30}
+        }));
+        let text = fpm_config("a", &conf, &php, "127.0.0.1:9000");
+        for line in [
+            "pm = dynamic",
+            "pm.max_children = 8",
+            "pm.start_servers = 2",
+            "pm.process_idle_timeout = 30s",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+        }
+        assert_eq!(conf.concurrency(), Some(32), "4 x the workers in flight");
     }
 }

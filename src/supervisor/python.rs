@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -221,21 +221,22 @@ pub fn check(
         }
         text
     });
-    let deadline = Instant::now() + CHECK_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "importing the app took longer than {} s",
-                    CHECK_TIMEOUT.as_secs()
-                ));
-            }
+    // Waited for on a thread of its own, so that the deadline needs no polling.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (done, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait());
+    });
+    let status = match exited.recv_timeout(CHECK_TIMEOUT) {
+        Ok(Ok(status)) => status,
+        Ok(Err(e)) => return Err(format!("cannot wait for the import check: {e}")),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = exited.recv();
+            return Err(format!(
+                "importing the app took longer than {} s",
+                CHECK_TIMEOUT.as_secs()
+            ));
         }
     };
     let text = reader.join().unwrap_or_default();
