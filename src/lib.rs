@@ -24,3 +24,4 @@ pub mod state;
 pub mod supervisor;
 pub mod upstream;
 pub mod vars;
+pub mod workers;

@@ -96,6 +96,9 @@ pub struct RunArgs {
     /// Seconds to let in-flight requests finish on SIGTERM, SIGINT or SIGQUIT
     #[arg(long, default_value_t = 30.0)]
     stop_timeout: f64,
+    /// Threads serving requests, each with its own connections [default: one per CPU]
+    #[arg(long, env = "REIN_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
     #[command(flatten)]
     control: ControlArgs,
 }

@@ -29,13 +29,18 @@ pub fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(exit::FAILED);
     }
-    // Large file bodies are read on blocking threads; a small pool bounds the threads (and their malloc
-    // arenas) that many concurrent downloads can create.
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(32)
-        .enable_all()
-        .build()
-    {
+    // Requests are served by the workers; this runtime has the control API, the supervisor and health
+    // checks. It is multi-threaded (one thread) so that a Python import check can block in place.
+    let workers = args
+        .workers
+        .map_or_else(crate::workers::default_count, usize::from);
+    let runtime = match crate::workers::start(workers).and_then(|()| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(16)
+            .enable_all()
+            .build()
+    }) {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };

@@ -17,8 +17,8 @@ use crate::snapshot::ListenAddr;
 
 /// A socket that is bound and listening, not yet accepting.
 pub enum Bound {
-    Tcp(TcpListener),
-    Unix(UnixListener),
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
 }
 
 impl Bound {
@@ -30,21 +30,42 @@ impl Bound {
                 remove_stale_socket(path)?;
                 let std = std::os::unix::net::UnixListener::bind(path)?;
                 std.set_nonblocking(true)?;
-                UnixListener::from_std(std).map(Bound::Unix)
+                Ok(Bound::Unix(std))
             }
         }
+    }
+
+    /// `n` descriptors (at least this one) for this socket, one for each worker to accept on.
+    pub fn copies(self, n: usize) -> std::io::Result<Vec<Bound>> {
+        let mut all = Vec::with_capacity(n.max(1));
+        for _ in 1..n {
+            all.push(match &self {
+                Bound::Tcp(l) => Bound::Tcp(l.try_clone()?),
+                Bound::Unix(l) => Bound::Unix(l.try_clone()?),
+            });
+        }
+        all.push(self);
+        Ok(all)
+    }
+
+    /// Registers the socket with the calling runtime's reactor.
+    fn register(self) -> std::io::Result<Accepting> {
+        Ok(match self {
+            Bound::Tcp(l) => Accepting::Tcp(TcpListener::from_std(l)?),
+            Bound::Unix(l) => Accepting::Unix(UnixListener::from_std(l)?),
+        })
     }
 
     /// The address actually bound (the port chosen for `:0`).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             Bound::Tcp(l) => l.local_addr().ok(),
-            Bound::Unix(_) => None,
+            Bound::Unix(..) => None,
         }
     }
 }
 
-fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<TcpListener> {
+fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
@@ -53,7 +74,7 @@ fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<TcpListener> {
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
-    TcpListener::from_std(socket.into())
+    Ok(socket.into())
 }
 
 fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
@@ -69,6 +90,8 @@ fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
 }
 
 /// Accepts connections on `bound` until `stop` fires; each connection runs on `conns` and drains on `stop`.
+/// A Unix socket's file is not this loop's to remove: the server removes it when it stops the listener,
+/// before a later change may bind the path again.
 pub async fn accept_loop(
     bound: Bound,
     addr: ListenAddr,
@@ -76,6 +99,13 @@ pub async fn accept_loop(
     stop: CancellationToken,
     conns: TaskTracker,
 ) {
+    let bound = match bound.register() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(listener = %addr, error = %e, "cannot accept");
+            return;
+        }
+    };
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
@@ -99,10 +129,6 @@ pub async fn accept_loop(
             }
         }
     }
-    if let (Bound::Unix(_), ListenAddr::Unix(path)) = (&bound, &addr) {
-        drop(bound);
-        let _ = std::fs::remove_file(path);
-    }
 }
 
 enum Stream {
@@ -110,9 +136,14 @@ enum Stream {
     Unix(tokio::net::UnixStream),
 }
 
-async fn accept(bound: &Bound, addr: &ListenAddr) -> std::io::Result<(Stream, Arc<ConnInfo>)> {
+enum Accepting {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+async fn accept(bound: &Accepting, addr: &ListenAddr) -> std::io::Result<(Stream, Arc<ConnInfo>)> {
     match bound {
-        Bound::Tcp(l) => {
+        Accepting::Tcp(l) => {
             let (s, remote) = l.accept().await?;
             let _ = s.set_nodelay(true);
             let local = s.local_addr().ok();
@@ -121,7 +152,7 @@ async fn accept(bound: &Bound, addr: &ListenAddr) -> std::io::Result<(Stream, Ar
                 ConnInfo::new(addr.clone(), Some(remote), local),
             ))
         }
-        Bound::Unix(l) => {
+        Accepting::Unix(l) => {
             let (s, _) = l.accept().await?;
             Ok((Stream::Unix(s), ConnInfo::new(addr.clone(), None, None)))
         }

@@ -49,6 +49,17 @@ struct Running {
     local: Option<SocketAddr>,
 }
 
+impl Running {
+    /// Stops accepting on `addr`. A Unix socket's file goes at once, so no new client finds it and the
+    /// path is free for a listener added again, while the workers' descriptors close as they notice.
+    fn stop(&self, addr: &ListenAddr) {
+        self.stop.cancel();
+        if let ListenAddr::Unix(path) = addr {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 pub struct Server {
     shared: Arc<Shared>,
     /// Runs `applications`; without one (tests of the data plane alone) they answer 502.
@@ -111,13 +122,17 @@ impl Server {
             if running.contains_key(addr) {
                 continue;
             }
-            // Dropping `fresh` on error closes what was bound so far.
-            let bound = listener::Bound::bind(addr, l.backlog).map_err(|e| {
-                JsonPath::root()
-                    .key("listeners")
-                    .key(&l.name)
-                    .error(format!("cannot listen on {addr}: {e}"))
-            })?;
+            // One descriptor per worker, all for the one socket, made now: running out of descriptors
+            // refuses the change rather than half-making it. Dropping `fresh` on error closes what was
+            // bound so far.
+            let bound = listener::Bound::bind(addr, l.backlog)
+                .and_then(|b| b.copies(crate::workers::count()))
+                .map_err(|e| {
+                    JsonPath::root()
+                        .key("listeners")
+                        .key(&l.name)
+                        .error(format!("cannot listen on {addr}: {e}"))
+                })?;
             fresh.push((addr.clone(), bound));
         }
         let removed: Vec<ListenAddr> = running
@@ -141,23 +156,41 @@ impl Server {
         for addr in removed {
             if let Some(r) = running.remove(&addr) {
                 tracing::info!(listener = %addr, "listener removed; draining its connections");
-                r.stop.cancel();
+                r.stop(&addr);
             }
         }
         for (addr, bound) in fresh {
             tracing::info!(listener = %addr, "listening");
             let stop = CancellationToken::new();
-            let local = bound.local_addr();
-            tokio::spawn(listener::accept_loop(
+            let local = bound.first().and_then(listener::Bound::local_addr);
+            self.accept_on_workers(bound, &addr, &stop);
+            running.insert(addr, Running { stop, local });
+        }
+        Ok(())
+    }
+
+    /// Accepts on each of `bound` from its worker thread, or on the caller's runtime when there are no
+    /// workers (then `bound` holds one).
+    fn accept_on_workers(
+        &self,
+        bound: Vec<listener::Bound>,
+        addr: &ListenAddr,
+        stop: &CancellationToken,
+    ) {
+        let workers = crate::workers::handles();
+        for (i, bound) in bound.into_iter().enumerate() {
+            let accept = listener::accept_loop(
                 bound,
                 addr.clone(),
                 self.shared.clone(),
                 stop.clone(),
                 self.conns.clone(),
-            ));
-            running.insert(addr, Running { stop, local });
+            );
+            match workers.get(i) {
+                Some(worker) => drop(worker.spawn(accept)),
+                None => drop(tokio::spawn(accept)),
+            }
         }
-        Ok(())
     }
 
     /// Reuses the open log when its path is unchanged; opens (and checks) a new one otherwise.
@@ -199,8 +232,8 @@ impl Server {
 
     /// Stops accepting everywhere, lets in-flight requests finish, and waits up to `deadline` for them.
     pub async fn shutdown(&self, deadline: Duration) -> bool {
-        for (_, r) in self.listeners.lock().await.iter() {
-            r.stop.cancel();
+        for (addr, r) in self.listeners.lock().await.iter() {
+            r.stop(addr);
         }
         self.conns.close();
         tokio::time::timeout(deadline, self.conns.wait())

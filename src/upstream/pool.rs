@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use hyper::client::conn::http1::{self, SendRequest};
@@ -15,8 +14,9 @@ use tokio::net::{TcpStream, UnixStream};
 
 use super::conf::ServerAddr;
 use crate::body::Body;
+use crate::workers;
 
-/// Idle connections kept per server, at most (nginx's `keepalive` is a per-worker 64 in common setups; a
+/// Idle connections kept per server and worker, at most (nginx's `keepalive` is a per-worker 64 in common setups; a
 /// larger pool spares new connections under bursts, each idle one costs a few KB).
 const MAX_IDLE: usize = 256;
 
@@ -34,34 +34,41 @@ impl Pooled for Sender {
     }
 }
 
-/// An idle connection, the moment it became idle, and the thread that last used it.
+/// An idle connection and the moment it became idle.
 struct Idle<C> {
     sender: C,
     since: Instant,
-    thread: ThreadId,
 }
 
-/// How many of the most recent idle connections `take` looks through for one last used on its own thread.
-const AFFINITY_WINDOW: usize = 16;
-
-/// Idle connections, oldest first.
+/// Idle connections, oldest first, one list per worker thread.
+///
+/// A worker takes only the connections it made: their sockets are registered with its reactor and an HTTP
+/// connection's driving task runs on it, so one used from another worker would wake across threads on
+/// every read. nginx keeps its `keepalive` connections per worker process for the same reason.
 pub struct Pool<C> {
-    idle: Mutex<VecDeque<Idle<C>>>,
+    shards: Box<[Mutex<VecDeque<Idle<C>>>]>,
 }
 
 impl<C> Default for Pool<C> {
     fn default() -> Self {
         Pool {
-            idle: Mutex::new(VecDeque::new()),
+            shards: (0..workers::count())
+                .map(|_| Mutex::new(VecDeque::new()))
+                .collect(),
         }
     }
 }
 
 impl<C: Pooled> Pool<C> {
-    /// The most recently used idle connection still open and within `idle_timeout`. It may need a moment
-    /// to be ready (its last exchange just ended): the caller awaits `ready()`.
+    fn shard(&self) -> std::sync::MutexGuard<'_, VecDeque<Idle<C>>> {
+        let shard = &self.shards[workers::current() % self.shards.len()];
+        shard.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The calling worker's most recently used idle connection still open and within `idle_timeout`. It
+    /// may need a moment to be ready (its last exchange just ended): the caller awaits `ready()`.
     pub fn take(&self, idle_timeout: Duration) -> Option<C> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.shard();
         let now = Instant::now();
         // Expired connections gather at the front; dropping them there is cheap.
         while idle
@@ -69,21 +76,6 @@ impl<C: Pooled> Pool<C> {
             .is_some_and(|i| now.duration_since(i.since) >= idle_timeout)
         {
             idle.pop_front();
-        }
-        // A connection last used on this thread has its driving task here too: taking it spares a wake-up
-        // across worker threads on every exchange.
-        let here = std::thread::current().id();
-        let local = idle
-            .iter()
-            .rev()
-            .take(AFFINITY_WINDOW)
-            .position(|i| i.thread == here)
-            .map(|from_back| idle.len() - 1 - from_back);
-        if let Some(at) = local
-            && let Some(i) = idle.remove(at)
-            && !i.sender.is_closed()
-        {
-            return Some(i.sender);
         }
         while let Some(i) = idle.pop_back() {
             if !i.sender.is_closed() {
@@ -93,30 +85,34 @@ impl<C: Pooled> Pool<C> {
         None
     }
 
-    /// Returns a connection whose exchange is complete, for reuse.
+    /// Returns a connection whose exchange is complete, for reuse by the calling worker.
     pub fn put(&self, sender: C) {
         if sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.shard();
         if idle.len() >= MAX_IDLE {
             idle.pop_front();
         }
         idle.push_back(Idle {
             sender,
             since: Instant::now(),
-            thread: std::thread::current().id(),
         });
     }
 
-    /// Closes every idle connection.
+    /// Closes every idle connection, on every worker.
     pub fn clear(&self) {
-        let drained = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
-        drop(drained);
+        for shard in &self.shards {
+            let drained = std::mem::take(&mut *shard.lock().unwrap_or_else(|e| e.into_inner()));
+            drop(drained);
+        }
     }
 
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().map(|i| i.len()).unwrap_or(0)
+        self.shards
+            .iter()
+            .map(|s| s.lock().map(|i| i.len()).unwrap_or(0))
+            .sum()
     }
 }
 

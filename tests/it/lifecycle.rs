@@ -198,3 +198,55 @@ fn the_cli_reads_and_changes_a_running_server() {
         .unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("--control"));
 }
+
+/// Every worker accepts on every listener; a Unix listener's file goes with the listener, but not when the
+/// listener was added back at the same path meanwhile (the old one's late close must not remove the new file).
+#[test]
+fn workers_share_listeners_and_a_unix_socket_file_outlives_its_removed_predecessor() {
+    let dir = tempfile::tempdir().unwrap();
+    let rein = Rein::start_in(dir, &["--config", "EMPTY", "--workers", "3"]);
+    rein.wait_ready();
+    let sock = rein.dir.path().join("w.sock");
+    let with = json!({
+        "listeners": {format!("unix:{}", sock.display()): {"pass": "routes"}},
+        "routes": [{"action": {"return": 204}}]
+    });
+    let without = json!({"listeners": {}, "routes": [{"action": {"return": 204}}]});
+    let status = |path: &std::path::Path| {
+        let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
+        std::io::Write::write_all(
+            &mut stream,
+            b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        crate::harness::read_response(&mut std::io::BufReader::new(stream), false)
+            .unwrap()
+            .status
+    };
+    rein.configure(with.clone());
+    // Connections enough that each of the 3 workers accepts some.
+    for _ in 0..30 {
+        assert_eq!(status(&sock), 204);
+    }
+    rein.configure(without.clone());
+    wait_for("the removed listener's socket file to go", || {
+        !sock.exists()
+    });
+    for _ in 0..20 {
+        rein.configure(without.clone());
+        rein.configure(with.clone());
+    }
+    assert_eq!(status(&sock), 204);
+    let mut both = with.clone();
+    both["listeners"]["127.0.0.1:0"] = json!({"pass": "routes"});
+    rein.configure(both);
+    let tcp = rein.bound("127.0.0.1:0");
+    for _ in 0..30 {
+        assert_eq!(get(tcp, "/").status, 204);
+    }
+    assert_eq!(
+        status(&sock),
+        204,
+        "the file of the listener that stays is kept"
+    );
+}
