@@ -29,6 +29,7 @@ use super::record::{
 };
 use crate::body::Body;
 use crate::upstream::conf::ServerAddr;
+use crate::workers;
 
 /// The one request id: a connection carries one request at a time (PHP-FPM does not multiplex).
 const REQUEST_ID: u16 = 1;
@@ -192,6 +193,8 @@ pub struct Conn {
     io: Io,
     /// The server's address, for logs.
     label: Arc<str>,
+    /// The worker thread whose reactor the socket is registered with.
+    worker: usize,
 }
 
 impl std::fmt::Debug for Conn {
@@ -219,10 +222,30 @@ pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
     Ok(Conn {
         io,
         label: addr.to_string().into(),
+        worker: workers::current(),
     })
 }
 
 impl Conn {
+    /// The connection, its socket registered with the calling worker's reactor: taken from a shared pool,
+    /// it may come from another worker, whose thread would otherwise relay every wake-up to this one.
+    /// Moving costs two `epoll_ctl` calls.
+    pub fn to_this_worker(self) -> io::Result<Conn> {
+        let here = workers::current();
+        if self.worker == here {
+            return Ok(self);
+        }
+        let io = match self.io {
+            Io::Tcp(s) => Io::Tcp(TcpStream::from_std(s.into_std()?)?),
+            Io::Unix(s) => Io::Unix(UnixStream::from_std(s.into_std()?)?),
+        };
+        Ok(Conn {
+            io,
+            worker: here,
+            ..self
+        })
+    }
+
     /// The server's address, as given to [`connect`].
     pub fn label(&self) -> &str {
         &self.label

@@ -112,15 +112,22 @@ async fn attempt(
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
-    let (conn, waiting) = match server.fcgi.take(timeouts.idle) {
+    let pooled = server
+        .fcgi
+        .take(timeouts.idle)
+        .and_then(|c| c.to_this_worker().ok());
+    let (conn, waiting) = match pooled {
         Some(conn) => (conn, None),
         None => {
             // Counted from before the dial, so that no connection finishing meanwhile goes idle in the pool.
             let waiting = Waiting::new(&server);
             match fastcgi::connect(&server.addr, timeouts.connect).await {
                 Ok(conn) => {
+                    server.opened();
                     // Idle connections hold workers that this new one may be queued behind: let them go.
-                    server.fcgi.clear();
+                    if !server.fcgi_serves_all {
+                        server.fcgi.clear();
+                    }
                     (conn, Some(waiting))
                 }
                 Err(source) => {
@@ -143,7 +150,7 @@ async fn attempt(
             response.body_mut().on_reuse(move |conn: Conn| {
                 // A request waiting on a new connection may be queued behind this one's worker (PHP-FPM
                 // workers stay with a kept-alive connection until it closes): closing frees the worker.
-                if pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
+                if pool.fcgi_serves_all || pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
                     pool.fcgi.put(conn);
                 }
             });
@@ -159,7 +166,8 @@ async fn attempt(
 
 /// Counts a request waiting for its answer on a connection it is opening or just opened, which the server
 /// may not have accepted yet: PHP-FPM's workers stay with a kept-alive connection until it closes, so while
-/// one waits, finished connections are closed rather than pooled, and the idle ones are let go.
+/// one waits, finished connections are closed rather than pooled, and the idle ones are let go (unless the
+/// server serves all its connections at once: `ServerState::fcgi_serves_all`).
 struct Waiting(Arc<ServerState>);
 
 impl Waiting {

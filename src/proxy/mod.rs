@@ -118,7 +118,10 @@ async fn attempt_one(
     let (mut sender, reused) = match reuse(&server.pool, timeouts).await {
         Some(s) => (s, true),
         None => match connect(&server.addr, timeouts.connect).await {
-            Ok(s) => (s, false),
+            Ok(s) => {
+                server.opened();
+                (s, false)
+            }
             Err(source) => {
                 return Err(Failed {
                     error: ProxyError::connect(&server.addr, timeouts.connect, source),

@@ -244,15 +244,13 @@ impl AppConf {
             AppKind::Python(py) if py.protocol == super::python::Protocol::Wsgi => {
                 Some(py.threads as u32)
             }
-            // Four times PHP-FPM's workers: one request each, and a few more waiting in its accept queue, so
-            // that no worker idles while rein hands it the next request (measured: 2x gave 9.4k RPS on a PHP
-            // hello, 4x 11.5k, 1x 6.6k); beyond that requests wait in rein, in order.
-            AppKind::Php(php) => Some(
-                4 * match php.workers {
-                    super::php::Workers::Static(n) => n as u32,
-                    super::php::Workers::Dynamic(scale) => scale.max as u32,
-                },
-            ),
+            // One request per PHP-FPM worker, each on a kept-alive connection of its own; the rest wait in
+            // rein, in order. More would wait in PHP-FPM's accept queue on fresh connections, behind workers
+            // held by kept-alive ones, so that every connection would have to be closed after one request.
+            AppKind::Php(php) => Some(match php.workers {
+                super::php::Workers::Static(n) => n as u32,
+                super::php::Workers::Dynamic(scale) => scale.max as u32,
+            }),
             _ => None,
         }
     }

@@ -285,6 +285,8 @@ fn view_json(view: &AppView) -> Value {
                 "rss_bytes": i.pid.and_then(rss_bytes),
                 "requests": server.map(|s| s.requests()),
                 "in_flight": server.map(|s| s.active()),
+                "idle_connections": server.map(|s| s.idle_connections()),
+                "connections_opened": server.map(|s| s.connections_opened()),
             })
         })
         .collect();

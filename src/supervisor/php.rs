@@ -329,6 +329,6 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
         }
-        assert_eq!(conf.concurrency(), Some(32), "4 x the workers in flight");
+        assert_eq!(conf.concurrency(), Some(8), "one request per worker");
     }
 }

@@ -250,7 +250,10 @@ impl Runner {
         let cancel = CancellationToken::new();
         self.watch_exit(id, spawned.child);
         self.probe(id, addr.clone(), cancel.clone());
-        let server = Arc::new(ServerState::new(server_addr(&addr)));
+        let server = Arc::new(match self.conf.is_fastcgi() {
+            true => ServerState::own_fastcgi(server_addr(&addr)),
+            false => ServerState::new(server_addr(&addr)),
+        });
         self.instances.insert(
             id,
             Instance {

@@ -35,8 +35,16 @@ pub struct ServerState {
     pub fcgi: Pool<crate::fastcgi::Conn>,
     /// Requests waiting for an answer on a FastCGI connection they just opened.
     pub fcgi_waiting: AtomicU32,
+    /// Whether every FastCGI connection to this server gets served at once: then a kept-alive connection
+    /// never holds a worker that another request's connection waits for, and connections are always kept.
+    /// True of rein's own apps: a PHP instance takes no more requests at once than it has workers, and the
+    /// Python adapter serves every connection. Unknown (false) for a FastCGI server rein did not start.
+    pub fcgi_serves_all: bool,
     health: Mutex<Health>,
     active: AtomicU32,
+    /// Connections dialled to this server (HTTP and FastCGI): with keep-alive working, far fewer than
+    /// requests.
+    opened: AtomicU64,
     requests: AtomicU64,
     failures: AtomicU64,
 }
@@ -45,13 +53,23 @@ impl ServerState {
     pub fn new(addr: ServerAddr) -> Self {
         ServerState {
             addr,
-            pool: Pool::default(),
-            fcgi: Pool::default(),
+            pool: Pool::per_worker(),
+            fcgi: Pool::shared(),
             fcgi_waiting: AtomicU32::new(0),
+            fcgi_serves_all: false,
             health: Mutex::new(Health::new()),
             active: AtomicU32::new(0),
+            opened: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+        }
+    }
+
+    /// A server of rein's own FastCGI app (see `fcgi_serves_all`).
+    pub fn own_fastcgi(addr: ServerAddr) -> Self {
+        ServerState {
+            fcgi_serves_all: true,
+            ..ServerState::new(addr)
         }
     }
 
@@ -65,6 +83,19 @@ impl ServerState {
 
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection dialled to this server.
+    pub fn opened(&self) {
+        self.opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    pub fn idle_connections(&self) -> usize {
+        self.pool.idle_count() + self.fcgi.idle_count()
     }
 }
 
@@ -277,7 +308,8 @@ impl Upstream {
                 let entry = json!({
                     "state": s.health().state_name(now),
                     "active": s.active(),
-                    "idle_connections": s.pool.idle_count() + s.fcgi.idle_count(),
+                    "idle_connections": s.idle_connections(),
+                    "connections_opened": s.connections_opened(),
                     "requests": s.requests.load(Ordering::Relaxed),
                     "failures": s.failures.load(Ordering::Relaxed),
                 });

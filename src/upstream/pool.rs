@@ -40,21 +40,30 @@ struct Idle<C> {
     since: Instant,
 }
 
-/// Idle connections, oldest first, one list per worker thread.
-///
-/// A worker takes only the connections it made: their sockets are registered with its reactor and an HTTP
-/// connection's driving task runs on it, so one used from another worker would wake across threads on
-/// every read. nginx keeps its `keepalive` connections per worker process for the same reason.
+/// Idle connections, oldest first: one list per worker thread, or one for all.
 pub struct Pool<C> {
     shards: Box<[Mutex<VecDeque<Idle<C>>>]>,
 }
 
-impl<C> Default for Pool<C> {
-    fn default() -> Self {
+impl<C> Pool<C> {
+    /// A list per worker, each taking only the connections it made. For HTTP: a connection's socket is
+    /// registered with its worker's reactor and its driving task runs there, so one used from another
+    /// worker would wake across threads on every read. nginx keeps its `keepalive` connections per worker
+    /// process for the same reason.
+    pub fn per_worker() -> Self {
+        Self::with_shards(workers::count())
+    }
+
+    /// One list for all workers. For FastCGI: PHP-FPM gives each connection a worker of its own, so
+    /// connections are few, and one idle on another thread is worth moving (see
+    /// [`crate::fastcgi::Conn::to_this_worker`]) rather than dialling a new one.
+    pub fn shared() -> Self {
+        Self::with_shards(1)
+    }
+
+    fn with_shards(n: usize) -> Self {
         Pool {
-            shards: (0..workers::count())
-                .map(|_| Mutex::new(VecDeque::new()))
-                .collect(),
+            shards: (0..n.max(1)).map(|_| Mutex::new(VecDeque::new())).collect(),
         }
     }
 }
@@ -65,7 +74,7 @@ impl<C: Pooled> Pool<C> {
         shard.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The calling worker's most recently used idle connection still open and within `idle_timeout`. It
+    /// The calling worker's (or, shared, any) most recently used idle connection still open and within `idle_timeout`. It
     /// may need a moment to be ready (its last exchange just ended): the caller awaits `ready()`.
     pub fn take(&self, idle_timeout: Duration) -> Option<C> {
         let mut idle = self.shard();
@@ -85,7 +94,7 @@ impl<C: Pooled> Pool<C> {
         None
     }
 
-    /// Returns a connection whose exchange is complete, for reuse by the calling worker.
+    /// Returns a connection whose exchange is complete, for reuse.
     pub fn put(&self, sender: C) {
         if sender.is_closed() {
             return;
