@@ -4,10 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Tools the suite uses beyond Rust itself: a C compiler for the build, Python 3 and Node.js for the test
+# Tools the suite uses beyond Rust itself: a C compiler and make for the build (jemalloc), Python 3 and Node.js for the test
 # backends and apps (tests/backends, tests/apps), PHP-FPM for the PHP apps, md5sum (coreutils) to check uploads.
 packages=()
-command -v cc >/dev/null || packages+=(build-essential)
+{ command -v cc && command -v make; } >/dev/null || packages+=(build-essential)
 command -v python3 >/dev/null || packages+=(python3)
 command -v node >/dev/null || packages+=(nodejs)
 compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
