@@ -386,12 +386,14 @@ impl Runner {
             instance.cancel.clone(),
             self.events.clone(),
         );
+        let mut busy = server.withdraw();
         tokio::spawn(async move {
-            while server.active() > 0 {
+            while busy {
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(POLL) => {}
                 }
+                busy = server.busy();
             }
             let _ = events.send(Event::Drained { id });
         });

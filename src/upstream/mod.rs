@@ -9,10 +9,12 @@ pub mod balance;
 pub mod conf;
 pub mod health;
 mod pool;
+#[cfg(test)]
+mod slots_tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwap;
@@ -42,6 +44,8 @@ pub struct ServerState {
     pub fcgi_serves_all: bool,
     health: Mutex<Health>,
     active: AtomicU32,
+    /// Taken out of its upstream (an app instance about to stop): no new request may start on it.
+    withdrawn: AtomicBool,
     /// Connections dialled to this server (HTTP and FastCGI): with keep-alive working, far fewer than
     /// requests.
     opened: AtomicU64,
@@ -59,6 +63,7 @@ impl ServerState {
             fcgi_serves_all: false,
             health: Mutex::new(Health::new()),
             active: AtomicU32::new(0),
+            withdrawn: AtomicBool::new(false),
             opened: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -79,6 +84,23 @@ impl ServerState {
 
     pub fn active(&self) -> u32 {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// Marks the server as leaving, and tells whether requests are still in flight on it.
+    ///
+    /// A request may have picked the server from the member list of a moment ago: either it sees the mark
+    /// after taking its slot and gives the slot back, or this sees its slot (both sides are sequentially
+    /// consistent). So once this says none, none will start: an app instance can be stopped without a
+    /// request reaching it later (a PHP-FPM instance's socket is rein's and stays open until the instance is
+    /// gone, so such a request would wait on it until the read timeout).
+    pub fn withdraw(&self) -> bool {
+        self.withdrawn.store(true, Ordering::SeqCst);
+        self.busy()
+    }
+
+    /// Whether requests are in flight on it, as [`ServerState::withdraw`] needs to know.
+    pub fn busy(&self) -> bool {
+        self.active.load(Ordering::SeqCst) > 0
     }
 
     pub fn requests(&self) -> u64 {
@@ -214,6 +236,7 @@ impl Upstream {
     /// Whether `m` can take a request now (ignoring which servers this request already tried).
     fn can_take(m: &Member, now: Instant) -> bool {
         m.weight > 0.0
+            && !m.state.withdrawn.load(Ordering::Relaxed)
             && m.max_connections.is_none_or(|max| m.state.active() < max)
             && m.state.health().is_available(now)
     }
@@ -240,13 +263,23 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pick(self.conf.balance, &candidates, client)?;
-        let server = members[index].state.clone();
-        server.active.fetch_add(1, Ordering::Relaxed);
-        server.requests.fetch_add(1, Ordering::Relaxed);
-        Some(Slot {
-            server,
+        let member = &members[index];
+        let before = member.state.active.fetch_add(1, Ordering::SeqCst);
+        let slot = Slot {
+            server: member.state.clone(),
             upstream: self.clone(),
-        })
+        };
+        let over = member.max_connections.is_some_and(|max| before >= max);
+        if over || slot.server.withdrawn.load(Ordering::SeqCst) {
+            // Another worker took the last slot since the candidates were read, or the server was withdrawn
+            // after this request read the member list: give the slot back and look again. A PHP instance
+            // must never get more requests than workers (an extra one would wait behind kept-alive
+            // connections that hold them all).
+            drop(slot);
+            return self.pick(client, exclude);
+        }
+        slot.server.requests.fetch_add(1, Ordering::Relaxed);
+        Some(slot)
     }
 
     /// Whether no server is left to try: fixed servers, every one of them already failed for this request.
