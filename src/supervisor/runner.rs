@@ -188,7 +188,7 @@ impl Runner {
                 Effect::Spawn { id, generation } => self.spawn(id, generation),
                 Effect::Admit { id } => self.admit(id),
                 Effect::Withdraw { id } => self.withdraw(id),
-                Effect::Stop { id } => self.signal(id, self.conf.stop_signal),
+                Effect::Stop { id } => self.stop(id),
                 Effect::Kill { id } => self.signal(id, Signal::SIGKILL),
                 Effect::ArmTimer { id, kind, after } => {
                     self.later(after, Event::Timer { id, kind });
@@ -397,6 +397,16 @@ impl Runner {
             }
             let _ = events.send(Event::Drained { id });
         });
+    }
+
+    /// Closes rein's idle connections to the instance, then sends the stop signal: the instance is drained
+    /// and withdrawn already, so nothing will use them, and it need not wait on them while it stops.
+    fn stop(&mut self, id: InstanceId) {
+        if let Some(instance) = self.instances.get(&id) {
+            instance.server.pool.clear();
+            instance.server.fcgi.clear();
+        }
+        self.signal(id, self.conf.stop_signal);
     }
 
     fn signal(&mut self, id: InstanceId, signal: Signal) {
