@@ -60,7 +60,7 @@ impl Bound {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             Bound::Tcp(l) => l.local_addr().ok(),
-            Bound::Unix(..) => None,
+            Bound::Unix(_) => None,
         }
     }
 }
