@@ -16,8 +16,8 @@ use super::conf::ServerAddr;
 use crate::body::Body;
 use crate::workers;
 
-/// Idle connections kept per server and worker, at most (nginx's `keepalive` is a per-worker 64 in common setups; a
-/// larger pool spares new connections under bursts, each idle one costs a few KB).
+/// Idle connections kept per server and worker, at most (nginx's `keepalive` is a per-worker 64 in common
+/// setups; a larger pool spares new connections under bursts, each idle one costs a few KB).
 const MAX_IDLE: usize = 256;
 
 pub type Sender = SendRequest<Body>;
@@ -74,8 +74,9 @@ impl<C: Pooled> Pool<C> {
         shard.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The calling worker's (or, shared, any) most recently used idle connection still open and within `idle_timeout`. It
-    /// may need a moment to be ready (its last exchange just ended): the caller awaits `ready()`.
+    /// The most recently used idle connection (of the calling worker's, when kept per worker) still open and
+    /// within `idle_timeout`. It may need a moment to be ready (its last exchange just ended): the caller
+    /// awaits `ready()`.
     pub fn take(&self, idle_timeout: Duration) -> Option<C> {
         let mut idle = self.shard();
         let now = Instant::now();
