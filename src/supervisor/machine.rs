@@ -571,18 +571,6 @@ impl Machine {
         }
     }
 
-    fn on_respawn_due(&mut self, now: Instant) {
-        let (due, later): (Vec<Respawn>, Vec<Respawn>) =
-            self.respawns.iter().partition(|r| r.due <= now);
-        self.respawns = later;
-        for r in due {
-            self.spawn(self.generation, r.restarts, now);
-        }
-        if let Some(next) = self.respawns.iter().map(|r| r.due).min() {
-            self.out.push(Effect::ArmRespawn { after: next - now });
-        }
-    }
-
     fn resize(&mut self, processes: usize, now: Instant) {
         self.policy.processes = processes;
         if self.shut_down {
@@ -608,72 +596,6 @@ impl Machine {
         let ids: Vec<InstanceId> = self.instances.keys().copied().collect();
         for id in ids {
             self.retire(id);
-        }
-    }
-
-    // ----- failures and respawn -------------------------------------------
-
-    fn on_failure(&mut self, inst: &Instance, why: String, now: Instant) {
-        if self.shut_down {
-            return;
-        }
-        let up = inst.started.map(|s| now.saturating_duration_since(s));
-        if up.is_some_and(|up| up >= self.policy.stable_after) {
-            self.failures = 0; // a stable run: this crash starts a fresh count
-        } else {
-            self.failures = self.failures.saturating_add(1);
-        }
-        if self.errored.is_some() {
-            return;
-        }
-        if self.failures >= self.policy.max_failures {
-            let reason = format!("{} consecutive failures, last: {why}", self.failures);
-            self.errored = Some(reason.clone());
-            self.respawns.clear();
-            self.out.push(Effect::Errored { reason });
-            return;
-        }
-        if self.counted() >= self.policy.processes {
-            return; // the slot is already filled (a replacement took it over)
-        }
-        let since_start = now.saturating_duration_since(inst.spawned_at);
-        let min_gap = self.policy.min_restart_interval.saturating_sub(since_start);
-        let delay = min_gap.max(self.backoff());
-        self.schedule_respawn(delay, inst.restarts.saturating_add(1), now);
-    }
-
-    /// 0 after a stable run, then 1 s, 2 s, 4 s, … capped at `backoff_max`.
-    fn backoff(&self) -> Duration {
-        self.backoff_after(self.failures)
-    }
-
-    fn backoff_after(&self, failures: u32) -> Duration {
-        if failures == 0 {
-            return Duration::ZERO;
-        }
-        let factor = 1u32.checked_shl(failures - 1).unwrap_or(u32::MAX);
-        BACKOFF_BASE
-            .saturating_mul(factor)
-            .min(self.policy.backoff_max)
-    }
-
-    fn schedule_respawn(&mut self, delay: Duration, restarts: u32, now: Instant) {
-        if delay.is_zero() {
-            self.spawn(self.generation, restarts, now);
-            return;
-        }
-        let delay = delay.min(MAX_DELAY);
-        let due = now + delay;
-        let earliest = self.respawns.iter().map(|r| r.due).min();
-        self.respawns.push(Respawn { due, restarts });
-        if earliest.is_none_or(|e| due < e) {
-            self.out.push(Effect::ArmRespawn { after: delay });
-        }
-    }
-
-    fn clear_errored(&mut self) {
-        if self.errored.take().is_some() {
-            self.failures = 0;
         }
     }
 
@@ -860,6 +782,7 @@ impl Machine {
 
 mod reload;
 mod replace;
+mod respawn;
 
 #[cfg(test)]
 #[path = "machine_tests.rs"]

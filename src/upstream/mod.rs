@@ -248,38 +248,40 @@ impl Upstream {
         exclude: &[Arc<ServerState>],
     ) -> Option<Slot> {
         let now = Instant::now();
-        let members = self.members.load();
-        let candidates: Vec<Candidate> = members
-            .iter()
-            .map(|m| Candidate {
-                weight: m.weight,
-                active: m.state.active(),
-                available: !exclude.iter().any(|e| Arc::ptr_eq(e, &m.state))
-                    && Self::can_take(m, now),
-            })
-            .collect();
-        let index = self
-            .balancer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pick(self.conf.balance, &candidates, client)?;
-        let member = &members[index];
-        let before = member.state.active.fetch_add(1, Ordering::SeqCst);
-        let slot = Slot {
-            server: member.state.clone(),
-            upstream: self.clone(),
-        };
-        let over = member.max_connections.is_some_and(|max| before >= max);
-        if over || slot.server.withdrawn.load(Ordering::SeqCst) {
-            // Another worker took the last slot since the candidates were read, or the server was withdrawn
-            // after this request read the member list: give the slot back and look again. A PHP instance
-            // must never get more requests than workers (an extra one would wait behind kept-alive
-            // connections that hold them all).
-            drop(slot);
-            return self.pick(client, exclude);
+        loop {
+            let members = self.members.load();
+            let candidates: Vec<Candidate> = members
+                .iter()
+                .map(|m| Candidate {
+                    weight: m.weight,
+                    active: m.state.active(),
+                    available: !exclude.iter().any(|e| Arc::ptr_eq(e, &m.state))
+                        && Self::can_take(m, now),
+                })
+                .collect();
+            let index = self
+                .balancer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pick(self.conf.balance, &candidates, client)?;
+            let member = &members[index];
+            let before = member.state.active.fetch_add(1, Ordering::SeqCst);
+            let slot = Slot {
+                server: member.state.clone(),
+                upstream: self.clone(),
+            };
+            let over = member.max_connections.is_some_and(|max| before >= max);
+            if over || slot.server.withdrawn.load(Ordering::SeqCst) {
+                // Another worker took the last slot since the candidates were read, or the server was
+                // withdrawn after this request read the member list: give the slot back and look again. A
+                // PHP instance must never get more requests than workers (an extra one would wait behind
+                // kept-alive connections that hold them all).
+                drop(slot);
+                continue;
+            }
+            slot.server.requests.fetch_add(1, Ordering::Relaxed);
+            return Some(slot);
         }
-        slot.server.requests.fetch_add(1, Ordering::Relaxed);
-        Some(slot)
     }
 
     /// Whether no server is left to try: fixed servers, every one of them already failed for this request.

@@ -199,8 +199,9 @@ fn the_cli_reads_and_changes_a_running_server() {
     assert!(String::from_utf8_lossy(&help.stdout).contains("--control"));
 }
 
-/// Every worker accepts on every listener; a Unix listener's file goes with the listener, but not when the
-/// listener was added back at the same path meanwhile (the old one's late close must not remove the new file).
+/// With 3 workers, a Unix and a TCP listener serve every connection. A Unix listener's file goes with the
+/// listener, but not when the listener was added back at the same path meanwhile (the old one's late close
+/// must not remove the new file).
 #[test]
 fn workers_share_listeners_and_a_unix_socket_file_outlives_its_removed_predecessor() {
     let dir = tempfile::tempdir().unwrap();
@@ -224,7 +225,7 @@ fn workers_share_listeners_and_a_unix_socket_file_outlives_its_removed_predecess
             .status
     };
     rein.configure(with.clone());
-    // Connections enough that each of the 3 workers accepts some.
+    // A connection each: whichever of the 3 workers accepts it answers (which one is the kernel's choice).
     for _ in 0..30 {
         assert_eq!(status(&sock), 204);
     }
