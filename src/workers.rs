@@ -8,13 +8,24 @@
 //!
 //! The control API, the supervisor and health checks stay on the runtime that called [`start`]; they are
 //! not on the request path.
+//!
+//! Every worker accepts on every listener, but a connection is not always served where it was accepted:
+//! the worker that is awake accepts first, so left alone one busy worker took 3 of 4 connections under
+//! load while the other slept. [`place`] hands a new connection to the worker serving the fewest.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::runtime::Handle;
 
-static WORKERS: OnceLock<Vec<Handle>> = OnceLock::new();
+static WORKERS: OnceLock<Vec<Worker>> = OnceLock::new();
+
+/// A worker: its runtime, and how many connections it is serving.
+struct Worker {
+    handle: Handle,
+    connections: AtomicUsize,
+}
 
 thread_local! {
     static INDEX: Cell<usize> = const { Cell::new(0) };
@@ -25,7 +36,7 @@ pub fn start(n: usize) -> std::io::Result<()> {
     if WORKERS.get().is_some() {
         return Ok(());
     }
-    let mut handles = Vec::with_capacity(n.max(1));
+    let mut workers = Vec::with_capacity(n.max(1));
     for index in 0..n.max(1) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -33,7 +44,10 @@ pub fn start(n: usize) -> std::io::Result<()> {
             // malloc arenas) that many concurrent downloads can create.
             .max_blocking_threads(16)
             .build()?;
-        handles.push(runtime.handle().clone());
+        workers.push(Worker {
+            handle: runtime.handle().clone(),
+            connections: AtomicUsize::new(0),
+        });
         std::thread::Builder::new()
             .name(format!("rein-worker-{index}"))
             .spawn(move || {
@@ -41,19 +55,63 @@ pub fn start(n: usize) -> std::io::Result<()> {
                 runtime.block_on(std::future::pending::<()>())
             })?;
     }
-    let _ = WORKERS.set(handles);
+    let _ = WORKERS.set(workers);
     Ok(())
 }
 
-/// The worker runtimes; empty when none were started (the data plane then runs on the caller's runtime,
-/// as in unit tests).
-pub fn handles() -> &'static [Handle] {
+fn all() -> &'static [Worker] {
     WORKERS.get().map_or(&[], Vec::as_slice)
+}
+
+/// The runtime of worker `index`; `None` when no workers were started (the data plane then runs on the
+/// caller's runtime, as in unit tests).
+pub fn handle(index: usize) -> Option<&'static Handle> {
+    all().get(index).map(|w| &w.handle)
 }
 
 /// How many workers there are (1 when none were started): the number of per-worker shards to keep.
 pub fn count() -> usize {
-    handles().len().max(1)
+    all().len().max(1)
+}
+
+/// A connection counted against the worker serving it, until dropped.
+pub struct Placed {
+    index: usize,
+}
+
+impl Placed {
+    /// The worker to serve it.
+    pub fn worker(&self) -> usize {
+        self.index
+    }
+}
+
+impl Drop for Placed {
+    fn drop(&mut self) {
+        if let Some(w) = all().get(self.index) {
+            w.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where a connection accepted by the calling worker should be served: here, unless another worker serves
+/// fewer connections than this one (then the one serving the fewest). Counted at once, so a burst of
+/// accepts spreads rather than piling onto the first idle worker.
+pub fn place() -> Placed {
+    let workers = all();
+    let here = current();
+    let Some(mine) = workers.get(here) else {
+        return Placed { index: 0 };
+    };
+    let mut best = (here, mine.connections.load(Ordering::Relaxed));
+    for (i, w) in workers.iter().enumerate() {
+        let n = w.connections.load(Ordering::Relaxed);
+        if n < best.1 {
+            best = (i, n);
+        }
+    }
+    workers[best.0].connections.fetch_add(1, Ordering::Relaxed);
+    Placed { index: best.0 }
 }
 
 /// The index of the worker running the caller, below [`count`]; 0 off the workers.

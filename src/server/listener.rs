@@ -6,14 +6,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use socket2::{Domain, Socket, Type};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Shared;
 use super::conn::{self, ConnInfo};
 use crate::snapshot::ListenAddr;
+use crate::workers;
 
 /// A socket that is bound and listening, not yet accepting.
 pub enum Bound {
@@ -50,9 +52,11 @@ impl Bound {
 
     /// Registers the socket with the calling runtime's reactor.
     fn register(self) -> std::io::Result<Accepting> {
+        // SAFETY: the listener moves into the `AsyncFd`, which owns its descriptor until dropped, so the
+        // descriptor stays open while registered.
         Ok(match self {
-            Bound::Tcp(l) => Accepting::Tcp(TcpListener::from_std(l)?),
-            Bound::Unix(l) => Accepting::Unix(UnixListener::from_std(l)?),
+            Bound::Tcp(l) => Accepting::Tcp(unsafe { AsyncFd::register(l) }?),
+            Bound::Unix(l) => Accepting::Unix(unsafe { AsyncFd::register(l) }?),
         })
     }
 
@@ -89,9 +93,9 @@ fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Accepts connections on `bound` until `stop` fires; each connection runs on `conns` and drains on `stop`.
-/// A Unix socket's file is not this loop's to remove: the server removes it when it stops the listener,
-/// before a later change may bind the path again.
+/// Accepts connections on `bound` until `stop` fires; each connection runs on `conns`, on the worker
+/// [`workers::place`] chooses, and drains on `stop`. A Unix socket's file is not this loop's to remove: the
+/// server removes it when it stops the listener, before a later change may bind the path again.
 pub async fn accept_loop(
     bound: Bound,
     addr: ListenAddr,
@@ -113,14 +117,13 @@ pub async fn accept_loop(
         };
         match accepted {
             Ok((io, info)) => {
-                let shared = shared.clone();
-                let stop = stop.clone();
-                conns.spawn(async move {
-                    match io {
-                        Stream::Tcp(s) => conn::serve(s, info, shared, stop).await,
-                        Stream::Unix(s) => conn::serve(s, info, shared, stop).await,
-                    }
-                });
+                let placed = workers::place();
+                let worker = workers::handle(placed.worker());
+                let task = serve(io, info, shared.clone(), stop.clone(), placed);
+                match worker {
+                    Some(handle) => drop(conns.spawn_on(task, handle)),
+                    None => drop(conns.spawn(task)),
+                }
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning; the kernel keeps the queue.
@@ -131,30 +134,65 @@ pub async fn accept_loop(
     }
 }
 
+/// Serves a connection on the worker it was placed on, its socket registered with that worker's reactor.
+async fn serve(
+    io: Stream,
+    info: Arc<ConnInfo>,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    _placed: workers::Placed,
+) {
+    let registered =
+        match io {
+            Stream::Tcp(s) => tokio::net::TcpStream::from_std(s)
+                .map(|s| conn::serve(s, info, shared, stop).boxed()),
+            Stream::Unix(s) => tokio::net::UnixStream::from_std(s)
+                .map(|s| conn::serve(s, info, shared, stop).boxed()),
+        };
+    match registered {
+        Ok(conn) => conn.await,
+        Err(e) => tracing::warn!(error = %e, "cannot register a connection"),
+    }
+}
+
+/// An accepted connection, not yet registered with any reactor.
 enum Stream {
-    Tcp(tokio::net::TcpStream),
-    Unix(tokio::net::UnixStream),
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
 }
 
 enum Accepting {
-    Tcp(TcpListener),
-    Unix(UnixListener),
+    Tcp(AsyncFd<std::net::TcpListener>),
+    Unix(AsyncFd<std::os::unix::net::UnixListener>),
 }
 
 async fn accept(bound: &Accepting, addr: &ListenAddr) -> std::io::Result<(Stream, Arc<ConnInfo>)> {
     match bound {
         Accepting::Tcp(l) => {
-            let (s, remote) = l.accept().await?;
+            let (s, remote) = accept_ready(l, |l| l.accept()).await?;
+            s.set_nonblocking(true)?;
             let _ = s.set_nodelay(true);
             let local = s.local_addr().ok();
-            Ok((
-                Stream::Tcp(s),
-                ConnInfo::new(addr.clone(), Some(remote), local),
-            ))
+            let info = ConnInfo::new(addr.clone(), Some(remote), local);
+            Ok((Stream::Tcp(s), info))
         }
         Accepting::Unix(l) => {
-            let (s, _) = l.accept().await?;
+            let (s, _) = accept_ready(l, |l| l.accept()).await?;
+            s.set_nonblocking(true)?;
             Ok((Stream::Unix(s), ConnInfo::new(addr.clone(), None, None)))
+        }
+    }
+}
+
+/// Waits until `listener` has a connection queued and takes it.
+async fn accept_ready<L: std::os::fd::AsRawFd, T>(
+    listener: &AsyncFd<L>,
+    accept: impl Fn(&L) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    loop {
+        let mut ready = listener.readable().await?;
+        if let Ok(result) = ready.try_io(|l| accept(l.get_ref())) {
+            return result;
         }
     }
 }

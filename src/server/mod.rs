@@ -177,7 +177,6 @@ impl Server {
         addr: &ListenAddr,
         stop: &CancellationToken,
     ) {
-        let workers = crate::workers::handles();
         for (i, bound) in bound.into_iter().enumerate() {
             let accept = listener::accept_loop(
                 bound,
@@ -186,7 +185,7 @@ impl Server {
                 stop.clone(),
                 self.conns.clone(),
             );
-            match workers.get(i) {
+            match crate::workers::handle(i) {
                 Some(worker) => drop(worker.spawn(accept)),
                 None => drop(tokio::spawn(accept)),
             }
