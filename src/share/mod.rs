@@ -4,7 +4,8 @@
 //! [`serve`] runs in three steps. The method is checked (GET and HEAD only). The filesystem work (safe open
 //! under `chroot` / `follow_symlinks` / `traverse_mounts`, `fstat`, precompressed siblings) runs on a blocking
 //! thread ([`lookup`], [`resolve`], [`walk`]). The response is then decided from the open descriptor alone
-//! ([`response`]: conditionals, ranges, multipart) and its body streamed from it ([`stream`]).
+//! ([`response`]: conditionals, ranges, multipart) and its body streamed from it ([`stream`]). Small files
+//! are kept in memory per worker ([`cache`]), checked against the file on every use.
 //!
 //! Decisions left to this module, in Unit's spirit:
 //! - A path ending in `/` gets [`ShareOptions::index`] appended. A directory reached that way, or one whose
@@ -16,6 +17,7 @@
 //!   is still [`ShareOutcome::NotFound`].
 //! - An unexpected I/O error (EIO, EMFILE, ...) is a final 500, not a fallback.
 
+mod cache;
 mod conditional;
 mod encoding;
 mod lookup;

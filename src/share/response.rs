@@ -130,7 +130,7 @@ fn content(
     let body = if head {
         body::empty()
     } else {
-        stream::body(rep.file, segments)
+        stream::body(rep.source, segments)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;

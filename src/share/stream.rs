@@ -51,19 +51,60 @@ struct State {
 /// cache costs less than a hop to a blocking thread and back.
 pub const INLINE: u64 = 64 * 1024;
 
-/// A body made of `segments`, reading file extents from `file`: read at once when small, else streamed.
-pub fn body(file: File, segments: Vec<Segment>) -> Body {
+/// Where a file's bytes come from: its open descriptor, or the content already in memory.
+#[derive(Debug)]
+pub enum Source {
+    File(File),
+    Memory(Bytes),
+}
+
+/// A body made of `segments`, reading file extents from `source`: read at once when small, else streamed.
+pub fn body(source: Source, segments: Vec<Segment>) -> Body {
+    let file = match source {
+        Source::File(file) => file,
+        Source::Memory(bytes) => return from_memory(&bytes, &segments),
+    };
     let total: u64 = segments.iter().map(Segment::len).sum();
     if total <= INLINE
-        && let Ok(bytes) = read_inline(&file, &segments, total)
+        && let Ok(bytes) = gather(&segments, total, |buf, offset| {
+            file.read_exact_at(buf, offset)
+        })
     {
         return crate::body::full(bytes);
     }
     streamed(file, segments)
 }
 
-/// All of `segments` in one buffer; any failure (a file that shrank) leaves the streamed path to report it.
-fn read_inline(file: &File, segments: &[Segment], total: u64) -> io::Result<Bytes> {
+/// A body cut from a file's content in memory; the whole file is shared, not copied.
+fn from_memory(bytes: &Bytes, segments: &[Segment]) -> Body {
+    if let [Segment::File { offset: 0, len }] = segments
+        && *len == bytes.len() as u64
+    {
+        return crate::body::full(bytes.clone());
+    }
+    let total: u64 = segments.iter().map(Segment::len).sum();
+    let copied = gather(segments, total, |buf, offset| {
+        usize::try_from(offset)
+            .ok()
+            .and_then(|start| bytes.get(start..start.checked_add(buf.len())?))
+            .map(|src| buf.copy_from_slice(src))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
+    });
+    match copied {
+        Ok(all) => crate::body::full(all),
+        Err(e) => http_body_util::Full::new(Bytes::new())
+            .map_err(move |_| io::Error::new(e.kind(), "range outside the file"))
+            .boxed(),
+    }
+}
+
+/// All of `segments` in one buffer, file extents filled by `read(buf, offset)`; any failure (a file that
+/// shrank) is returned.
+fn gather(
+    segments: &[Segment],
+    total: u64,
+    mut read: impl FnMut(&mut [u8], u64) -> io::Result<()>,
+) -> io::Result<Bytes> {
     let mut out = Vec::with_capacity(usize::try_from(total).map_err(io::Error::other)?);
     for segment in segments {
         match segment {
@@ -71,7 +112,7 @@ fn read_inline(file: &File, segments: &[Segment], total: u64) -> io::Result<Byte
             Segment::File { offset, len } => {
                 let start = out.len();
                 out.resize(start + usize::try_from(*len).map_err(io::Error::other)?, 0);
-                file.read_exact_at(&mut out[start..], *offset)?;
+                read(&mut out[start..], *offset)?;
             }
         }
     }
@@ -150,7 +191,7 @@ mod tests {
             Segment::File { offset: 0, len: 3 },
             Segment::Bytes(Bytes::from_static(b">")),
         ];
-        let got = body(file_with(&data), segments)
+        let got = body(Source::File(file_with(&data)), segments)
             .collect()
             .await
             .expect("body")
@@ -170,7 +211,7 @@ mod tests {
             Segment::File { offset: 1, len: 3 },
             Segment::Bytes(Bytes::from_static(b"]")),
         ];
-        let got = body(file_with(b"abcdef"), segments)
+        let got = body(Source::File(file_with(b"abcdef")), segments)
             .collect()
             .await
             .expect("body")
@@ -184,13 +225,15 @@ mod tests {
             offset: 0,
             len: 100,
         }];
-        let got = body(file_with(b"short"), segments.clone()).collect().await;
+        let got = body(Source::File(file_with(b"short")), segments.clone())
+            .collect()
+            .await;
         assert!(got.is_err());
         let big = vec![Segment::File {
             offset: 0,
             len: 2 * INLINE,
         }];
-        let got = body(file_with(&vec![1u8; INLINE as usize]), big)
+        let got = body(Source::File(file_with(&vec![1u8; INLINE as usize])), big)
             .collect()
             .await;
         assert!(got.is_err());

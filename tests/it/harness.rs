@@ -34,6 +34,11 @@ impl Rein {
 
     /// Starts rein in `dir` with extra arguments (`EMPTY` stands for an empty configuration file).
     pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> Rein {
+        Rein::start_in_env(dir, args, &[])
+    }
+
+    /// [`Rein::start_in`] with extra environment variables.
+    pub fn start_in_env(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Rein {
         let state = dir.path().join("state");
         let log = dir.path().join("rein.log");
         let empty = dir.path().join("empty.json");
@@ -56,6 +61,7 @@ impl Rein {
             .arg(&log)
             .args(&args)
             .env("REIN_LOG", "debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

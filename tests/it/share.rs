@@ -654,3 +654,60 @@ fn symlinks_follow_symlinks_and_chroot() {
     expect("/ok/in-up", 200, Some("public"));
     expect("/ok/dirlink/real.txt", 200, Some("real in ok"));
 }
+
+/// Small files are kept in memory per worker (here at once: `REIN_SHARE_CACHE_SETTLE_MS=0`), yet every
+/// change shows on the next request, and a file cached under one action's rules is not served under
+/// another's.
+#[test]
+fn cached_small_files_follow_every_change_and_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let rein = Rein::start_in_env(
+        dir,
+        &["--config", "EMPTY"],
+        &[("REIN_SHARE_CACHE_SETTLE_MS", "0")],
+    );
+    rein.wait_ready();
+    let www = rein.dir.path().join("www");
+    let a = file(&www, "a.txt", b"first");
+    let secret = file(rein.dir.path(), "secret.txt", SECRET.as_bytes());
+    symlink(&secret, www.join("link")).unwrap();
+    let root = s(&www);
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/strict/*"}, "action": {"share": format!("{root}/$arg_f"), "follow_symlinks": false}},
+        {"action": {"share": format!("{root}$uri")}}
+    ]));
+    let mut c = Conn::open(addr);
+    let mut expect = |path: &str, status: u16, body: Option<&str>| {
+        let r = c.get(path, &[]);
+        assert_eq!(r.status, status, "{path}: {r:?}");
+        if let Some(body) = body {
+            assert_eq!(r.text(), body, "{path}");
+        }
+    };
+    for _ in 0..3 {
+        expect("/a.txt", 200, Some("first"));
+    }
+    std::fs::write(&a, b"second!").unwrap();
+    expect("/a.txt", 200, Some("second!"));
+    std::fs::write(&a, b"third!!").unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&a)
+        .and_then(|f| f.set_modified(later))
+        .unwrap();
+    expect("/a.txt", 200, Some("third!!"));
+
+    // Cached through the link by the permissive action, refused by the strict one.
+    expect("/link", 200, Some(SECRET));
+    expect("/link", 200, Some(SECRET));
+    expect("/strict/x?f=link", 403, None);
+
+    // A symlink swapped in for a cached file, then the file gone.
+    expect("/strict/x?f=a.txt", 200, Some("third!!"));
+    std::fs::remove_file(&a).unwrap();
+    symlink(&secret, &a).unwrap();
+    expect("/strict/x?f=a.txt", 403, None);
+    std::fs::remove_file(&a).unwrap();
+    expect("/a.txt", 404, None);
+}

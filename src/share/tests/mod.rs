@@ -1,7 +1,9 @@
 //! End-to-end tests of [`super::serve`] against real files in a temporary directory: status, headers and body
 //! bytes of every kind of answer. This file holds the fixtures; [`paths`] covers resolution (index, redirects,
-//! symlinks, chroot, mounts, types) and [`http`] the HTTP semantics (conditionals, ranges, encodings).
+//! symlinks, chroot, mounts, types), [`http`] the HTTP semantics (conditionals, ranges, encodings) and
+//! [`cached`] the same answers from the small-file cache.
 
+mod cached;
 mod http;
 mod paths;
 
