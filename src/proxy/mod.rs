@@ -6,7 +6,7 @@ mod body;
 mod error;
 pub mod fastcgi;
 pub mod headers;
-mod retry;
+pub(crate) mod retry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

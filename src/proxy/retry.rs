@@ -4,7 +4,8 @@
 //! A request whose connection failed before any byte was sent is always tried again on another server;
 //! once sent, it is tried again only if it is replayable (an idempotent method with no body). Attempts are
 //! bounded by `retries.tries` and `retries.timeout`. When no server is available, the request waits up to
-//! `queue_timeout` for one (a restarting backend) before 503. A send on a reused keep-alive connection that
+//! `queue_timeout` for one (a restarting backend) before 503, in line: a newcomer queues behind requests already
+//! waiting instead of taking the slot one of them was woken for. A send on a reused keep-alive connection that
 //! the server had already closed is no fault of the server's: it is retried at no cost to `tries`.
 
 use std::future::Future;
@@ -105,7 +106,7 @@ where
 /// Servers this request already failed on are not candidates: an application instance that just died may
 /// still be listed for a moment, and its replacement is worth the wait. Fixed servers that all failed it
 /// leave nothing to wait for.
-async fn wait_for_server(
+pub(crate) async fn wait_for_server(
     upstream: &Arc<Upstream>,
     client: Option<IpAddr>,
     excluded: &[Arc<ServerState>],
@@ -114,18 +115,25 @@ async fn wait_for_server(
         return None;
     }
     let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
+    let first_try = excluded.is_empty();
+    let mut in_line = None;
     loop {
         // Register interest before looking, so a change between the look and the wait is not missed.
         let changed = upstream.changed.notified();
-        let freed = match excluded.is_empty() {
+        let freed = match first_try {
             true => upstream.freed.notified(),
             false => upstream.retrying.notified(),
         };
         tokio::pin!(changed, freed);
         changed.as_mut().enable();
         freed.as_mut().enable();
-        if let Some(found) = upstream.pick(client, excluded) {
+        // A newcomer does not take the slot a waiting request was woken for: it queues behind them.
+        let behind = first_try && in_line.is_none() && upstream.queued() > 0;
+        if !behind && let Some(found) = upstream.pick(client, excluded) {
             return Some(found);
+        }
+        if first_try && in_line.is_none() {
+            in_line = Some(upstream.in_line());
         }
         let wake = upstream
             .next_return()

@@ -145,6 +145,15 @@ impl Drop for Slot {
     }
 }
 
+/// A request counted as waiting for its first server (see [`Upstream::in_line`]).
+pub struct InLine(Arc<Upstream>);
+
+impl Drop for InLine {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A server as a member of an upstream: its share of the traffic, and its state.
 #[derive(Clone)]
 pub struct Member {
@@ -163,8 +172,11 @@ pub struct Upstream {
     balancer: Mutex<Balancer>,
     /// Signalled when a server may have become available (members changed, a server came back).
     pub changed: Notify,
-    /// A slot was freed: wakes one request waiting for its first server.
+    /// A slot was freed: wakes one request waiting for its first server (the longest waiting: `Notify`
+    /// wakes in order).
     pub freed: Notify,
+    /// Requests waiting for their first server.
+    queued: AtomicU32,
     /// A slot was freed: wakes every request waiting for a server to retry on.
     pub retrying: Notify,
     /// Whether the servers change at run time: a request that failed on every server may then wait for a new
@@ -195,6 +207,7 @@ impl Upstream {
             conf,
             changed: Notify::new(),
             freed: Notify::new(),
+            queued: AtomicU32::new(0),
             retrying: Notify::new(),
             answered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -282,6 +295,17 @@ impl Upstream {
             slot.server.requests.fetch_add(1, Ordering::Relaxed);
             return Some(slot);
         }
+    }
+
+    /// Requests waiting for their first server now.
+    pub fn queued(&self) -> u32 {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Counts a request as waiting for its first server, until the guard is dropped.
+    pub fn in_line(self: &Arc<Self>) -> InLine {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        InLine(self.clone())
     }
 
     /// Whether no server is left to try: fixed servers, every one of them already failed for this request.

@@ -60,3 +60,33 @@ fn a_withdrawn_server_takes_no_new_request() {
     assert!(!state.busy());
     assert!(upstream.pick(None, &[]).is_none());
 }
+
+#[tokio::test]
+async fn a_newcomer_queues_behind_a_request_already_waiting() {
+    use futures_util::FutureExt;
+
+    use crate::proxy::retry::wait_for_server;
+
+    let (upstream, _) = one_server(Some(1));
+    let held = upstream.pick(None, &[]).expect("the one slot");
+    let waiter = tokio::spawn({
+        let upstream = upstream.clone();
+        async move { wait_for_server(&upstream, None, &[]).await.is_some() }
+    });
+    for _ in 0..1000 {
+        if upstream.queued() > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(upstream.queued(), 1, "the waiter is in line");
+    // The slot is freed: the waiter is woken, but has not run yet when a newcomer looks.
+    drop(held);
+    let mut newcomer = std::pin::pin!(wait_for_server(&upstream, None, &[]));
+    assert!(
+        newcomer.as_mut().now_or_never().is_none(),
+        "the newcomer took the slot the waiting request was woken for"
+    );
+    assert!(waiter.await.expect("no panic"), "the waiter got the slot");
+    assert!(newcomer.await.is_some(), "then the newcomer");
+}

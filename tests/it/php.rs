@@ -396,6 +396,34 @@ fn the_fastcgi_action_reaches_an_existing_php_fpm() {
     );
 }
 
+/// An existing PHP-FPM whose worker count is given as the upstream server's `max_connections` keeps its
+/// connections under load: no dial per request.
+#[test]
+fn a_fastcgi_server_with_max_connections_keeps_its_connections_under_load() {
+    let rein = Rein::start();
+    let fpm = SystemFpm::start(rein.dir.path());
+    let server = format!("unix:{}", fpm.socket.display());
+    let addr = rein.serve_with(
+        json!([{"action": {"fastcgi": {"server": "upstreams/fpm", "root": php_root()}}}]),
+        json!({"upstreams": {"fpm": {"servers": {&server: {"max_connections": 2}}}}}),
+    );
+    wait_for("PHP-FPM to answer", || {
+        get(addr, "/hello.php").status == 200
+    });
+    let load = Load::start(addr, &["/hello.php"; 8]);
+    load.wait_more(400);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+    let (_, status) = rein.api("GET", "/status/upstreams/fpm", None);
+    let entry = &status["servers"][&server];
+    let opened = entry["connections_opened"].as_u64().unwrap();
+    assert!(
+        (1..=2).contains(&opened),
+        "pm.max_children = 2, {} requests: {opened} connections dialled ({status})",
+        entry["requests"]
+    );
+}
+
 #[test]
 fn an_unreachable_fastcgi_server_is_a_502_and_a_bad_one_is_refused() {
     let rein = Rein::start();
