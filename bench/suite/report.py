@@ -424,7 +424,8 @@ def _apps_section(result):
     if php:
         out.append("**PHP** (`<?php echo \"Hello\";` and `phpinfo()`), PHP-FPM with "
                    f"`pm = static`, `pm.max_children = {php.get('setup', {}).get('children', 4)}` for every stack "
-                   "(rein's own FPM: `\"processes\": 4`); nginx with `fastcgi_keep_conn on` and an upstream keepalive "
+                   "(rein's own FPM: `\"processes\": 4`); rein → FPM through an upstream whose server has "
+                   "`max_connections` = the pool's size; nginx with `fastcgi_keep_conn on` and an upstream keepalive "
                    f"pool; `wrk -t{a['threads']} -c N -d {a['duration']}s`. Ratios: rein / that row.\n")
         if php["status"] != "ok":
             out.append(f"Not measured: {_why(php)}\n")

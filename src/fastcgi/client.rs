@@ -155,7 +155,17 @@ impl AsyncRead for Io {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tcp(s) => {
+                let before = buf.filled().len();
+                let polled = Pin::new(&mut *s).poll_read(cx, buf);
+                if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+                    // Acknowledge at once what arrived. PHP-FPM leaves Nagle's algorithm on, so the last small
+                    // segment of a long answer waits for the ACK of the ones before, which Linux delays up to
+                    // 40 ms on a kept-alive connection: phpinfo() over TCP ran at 150 requests/s.
+                    let _ = SockRef::from(&*s).set_tcp_quickack(true);
+                }
+                polled
+            }
             Io::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }

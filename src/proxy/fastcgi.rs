@@ -112,6 +112,9 @@ async fn attempt(
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
+    // A server given `max_connections` is taken at its word: it serves that many connections at once (set to
+    // PHP-FPM's `pm.max_children`), and rein never has more open, so every connection may be kept.
+    let serves_all = server.fcgi_serves_all || slot.limit.is_some();
     let pooled = server
         .fcgi
         .take(timeouts.idle)
@@ -125,7 +128,7 @@ async fn attempt(
                 Ok(conn) => {
                     server.opened();
                     // Idle connections hold workers that this new one may be queued behind: let them go.
-                    if !server.fcgi_serves_all {
+                    if !serves_all {
                         server.fcgi.clear();
                     }
                     (conn, Some(waiting))
@@ -150,7 +153,7 @@ async fn attempt(
             response.body_mut().on_reuse(move |conn: Conn| {
                 // A request waiting on a new connection may be queued behind this one's worker (PHP-FPM
                 // workers stay with a kept-alive connection until it closes): closing frees the worker.
-                if pool.fcgi_serves_all || pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
+                if serves_all || pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
                     pool.fcgi.put(conn);
                 }
             });

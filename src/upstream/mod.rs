@@ -40,7 +40,8 @@ pub struct ServerState {
     /// Whether every FastCGI connection to this server gets served at once: then a kept-alive connection
     /// never holds a worker that another request's connection waits for, and connections are always kept.
     /// True of rein's own apps: a PHP instance takes no more requests at once than it has workers, and the
-    /// Python adapter serves every connection. Unknown (false) for a FastCGI server rein did not start.
+    /// Python adapter serves every connection. Unknown (false) for a FastCGI server rein did not start,
+    /// unless its upstream gives it a `max_connections` (see [`Slot::limit`]).
     pub fcgi_serves_all: bool,
     health: Mutex<Health>,
     active: AtomicU32,
@@ -124,6 +125,8 @@ impl ServerState {
 /// A slot taken on a server for one request: counted as active until dropped.
 pub struct Slot {
     pub server: Arc<ServerState>,
+    /// The server's `max_connections` in its upstream, when it has one.
+    pub limit: Option<u32>,
     upstream: Arc<Upstream>,
 }
 
@@ -281,6 +284,7 @@ impl Upstream {
             let before = member.state.active.fetch_add(1, Ordering::SeqCst);
             let slot = Slot {
                 server: member.state.clone(),
+                limit: member.max_connections,
                 upstream: self.clone(),
             };
             let over = member.max_connections.is_some_and(|max| before >= max);
