@@ -17,9 +17,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use http::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use socket2::SockRef;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
 use super::cgi::{Head, HeadError, HeadParser};
@@ -27,6 +25,7 @@ use super::params::Params;
 use super::record::{
     self, DecodeError, Decoder, HEADER_LEN, KEEP_CONN, ProtocolStatus, Record, RecordType, Role,
 };
+use super::socket::Io;
 use crate::body::Body;
 use crate::upstream::conf::ServerAddr;
 use crate::workers;
@@ -125,79 +124,6 @@ impl std::error::Error for SendError {
     }
 }
 
-/// The socket under a connection.
-enum Io {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Io {
-    fn sock(&self) -> SockRef<'_> {
-        match self {
-            Io::Tcp(s) => SockRef::from(s),
-            Io::Unix(s) => SockRef::from(s),
-        }
-    }
-
-    /// Writes without waiting: for a last record on a connection about to be dropped.
-    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
-        match self {
-            Io::Tcp(s) => s.try_write(data),
-            Io::Unix(s) => s.try_write(data),
-        }
-    }
-}
-
-impl AsyncRead for Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Tcp(s) => {
-                let before = buf.filled().len();
-                let polled = Pin::new(&mut *s).poll_read(cx, buf);
-                if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-                    // Acknowledge at once what arrived. PHP-FPM leaves Nagle's algorithm on, so the last small
-                    // segment of a long answer waits for the ACK of the ones before, which Linux delays up to
-                    // 40 ms on a kept-alive connection: phpinfo() over TCP ran at 150 requests/s.
-                    let _ = SockRef::from(&*s).set_tcp_quickack(true);
-                }
-                polled
-            }
-            Io::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Io {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_write(cx, data),
-            Io::Unix(s) => Pin::new(s).poll_write(cx, data),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Io::Unix(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Io::Unix(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
 /// A connection to a FastCGI server, idle between requests.
 pub struct Conn {
     io: Io,
@@ -215,17 +141,7 @@ impl std::fmt::Debug for Conn {
 
 /// Dials `addr` within `timeout`.
 pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
-    let dial = async {
-        io::Result::Ok(match addr {
-            ServerAddr::Tcp(sa) => {
-                let s = TcpStream::connect(sa).await?;
-                // Records are small and answers wait on them: Nagle would only add delay.
-                let _ = s.set_nodelay(true);
-                Io::Tcp(s)
-            }
-            ServerAddr::Unix(path) => Io::Unix(UnixStream::connect(path).await?),
-        })
-    };
+    let dial = Io::dial(addr);
     let io = tokio::time::timeout(timeout, dial)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
@@ -245,10 +161,7 @@ impl Conn {
         if self.worker == here {
             return Ok(self);
         }
-        let io = match self.io {
-            Io::Tcp(s) => Io::Tcp(TcpStream::from_std(s.into_std()?)?),
-            Io::Unix(s) => Io::Unix(UnixStream::from_std(s.into_std()?)?),
-        };
+        let io = self.io.reregister()?;
         Ok(Conn {
             io,
             worker: here,

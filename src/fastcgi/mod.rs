@@ -7,7 +7,7 @@
 //! - [`request_params()`]: the CGI/1.1 variables of a request, as PHP-FPM expects them;
 //! - [`cgi`]: the CGI response head at the start of STDOUT (`Status:`, header lines, an empty line);
 //! - [`Conn`]: one connection, one request at a time (request id 1, `FCGI_KEEP_CONN`, no multiplexing, which
-//!   PHP-FPM does not do anyway).
+//!   PHP-FPM does not do anyway), over a TCP or Unix socket (`socket`, which acknowledges TCP data at once).
 //!
 //! [`Conn::send`] streams the request body as STDIN while it reads the answer, and returns at the end of the
 //! CGI head; the [`ResponseBody`] then streams STDOUT with backpressure and a read timeout, logs STDERR line by
@@ -20,6 +20,7 @@ mod client;
 pub mod params;
 pub mod record;
 mod request_params;
+mod socket;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -92,9 +92,9 @@ fn from_memory(bytes: &Bytes, segments: &[Segment]) -> Body {
     });
     match copied {
         Ok(all) => crate::body::full(all),
-        Err(e) => http_body_util::Full::new(Bytes::new())
-            .map_err(move |_| io::Error::new(e.kind(), "range outside the file"))
-            .boxed(),
+        // Unreachable while ranges are checked against the size the bytes were read at; an error body makes
+        // hyper close the connection rather than send fewer bytes than promised.
+        Err(e) => StreamBody::new(stream::once(async move { Err::<Frame<Bytes>, _>(e) })).boxed(),
     }
 }
 
@@ -202,6 +202,18 @@ mod tests {
         want.push(b'>');
         assert_eq!(got.len(), want.len());
         assert!(got == want);
+    }
+
+    #[tokio::test]
+    async fn a_range_outside_bytes_in_memory_is_an_error() {
+        let bytes = Bytes::from_static(b"abc");
+        let got = body(
+            Source::Memory(bytes),
+            vec![Segment::File { offset: 1, len: 5 }],
+        )
+        .collect()
+        .await;
+        assert!(got.is_err());
     }
 
     #[tokio::test]
