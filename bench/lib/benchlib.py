@@ -726,9 +726,12 @@ def run_ab(ab, url, n, c, keepalive=True, timeout=120):
     return res
 
 
-def start_rein_bench_http(rein, url, conns, duration, timeout=10):
-    """Starts `rein bench http --json` (closed loop, keep-alive) in the background; finish_rein_bench() reads it."""
+def start_rein_bench_http(rein, url, conns, duration, timeout=10, gap_from=None):
+    """Starts `rein bench http --json` (closed loop, keep-alive) in the background; finish_rein_bench() reads it.
+    gap_from: seconds into the load from which the longest gap is measured (the windows over before are left out)."""
     cmd = [rein, "bench", "http", "-c", str(conns), "-d", str(duration), "--timeout", str(timeout), "--json", url]
+    if gap_from is not None:
+        cmd[-1:-1] = ["--gap-from", str(gap_from)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     p.bench_cmd = cmd
     p.bench_t0 = time.monotonic()

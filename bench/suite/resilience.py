@@ -3,7 +3,8 @@ mode, nginx in front of 2 hand-run instances, and Passenger.
 
 The load is the same for every stack: `rein bench http -c 100 -d D --json URL` (100 keep-alive connections,
 closed loop), which counts failed requests by kind and the longest window without a successful response
-whatever the server. At D/3 the harness triggers, on the stack under test:
+whatever the server, among the windows still open at the trigger (`--gap-from`). At D/3 the harness triggers,
+on the stack under test:
 
 - reload: rein `GET /control/applications/web/restart` (returns when the rolling reload is done); PM2 `pm2
   reload hello` (programmatic API, returns when done); nginx: each instance restarted in turn (SIGTERM, wait
@@ -64,7 +65,7 @@ def _run(ctx, out, kind):
     at = round(d / 3, 2)
     tmp = ctx.scenario_dir(kind)
     out["setup"] = {"connections": CONNS, "load_seconds": d, "trigger_at_s": at,
-                    "load_command": f"rein bench http -c {CONNS} -d {d} --timeout 10 --json URL"}
+                    "load_command": f"rein bench http -c {CONNS} -d {d} --timeout 10 --gap-from {at} --json URL"}
     runs = out.setdefault("runs", [])
     with Scope(kind) as scope:
         stacks = start_stacks(ctx, scope, out, nodestacks.makers(ctx, scope, tmp, ("rein", "pm2", "nginx", "nginx-mf0",
@@ -89,7 +90,9 @@ def _run(ctx, out, kind):
                         if age < STEADY_AGE:
                             time.sleep(STEADY_AGE - age)  # a deliberate steady state, not a wait for a server
                             age = STEADY_AGE
-                    p = benchlib.start_rein_bench_http(ctx.bins["rein"], s.url(), CONNS, d)
+                    # The gap is the reload's or the crash's: measured among the windows still open at the
+                    # trigger, not the load's own start (100 new connections on a server; 16 ms in one round).
+                    p = benchlib.start_rein_bench_http(ctx.bins["rein"], s.url(), CONNS, d, gap_from=at)
                     time.sleep(max(0.0, p.bench_t0 + at - time.monotonic()))  # the trigger's schedule
                     t_trig = time.monotonic() - p.bench_t0
                     trig = _trigger_reload(s) if kind == "reload" else _trigger_crash(s, victim, age)

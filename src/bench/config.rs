@@ -141,6 +141,9 @@ pub struct Config {
     pub timeout: Duration,
     /// Runtime worker threads.
     pub threads: usize,
+    /// The longest gap reported is the longest among the windows still open at this offset from the start
+    /// (zero: the whole run). A harness that triggers a reload at T passes T.
+    pub gap_from: Duration,
 }
 
 impl Config {
@@ -156,6 +159,7 @@ impl Config {
             body: Bytes::new(),
             timeout: Duration::from_secs(10),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            gap_from: Duration::ZERO,
         }
     }
 

@@ -42,12 +42,19 @@ impl Runs {
     /// The longest window in `[0, end]` with no success: `(start, length)` in µs. With no success at all,
     /// the whole run.
     pub fn longest_gap(&self, end: u64) -> (u64, u64) {
+        self.longest_gap_ending_after(0, end)
+    }
+
+    /// The longest window with no success among those still open at `from` µs or later: a window that began
+    /// earlier counts whole. Measuring from the moment of a reload leaves out the load's own start (new
+    /// connections, a cold server), which is no outage caused by the reload.
+    pub fn longest_gap_ending_after(&self, from: u64, end: u64) -> (u64, u64) {
         let mut runs = self.runs.clone();
         runs.sort_unstable();
         let mut best = (0, 0);
         let mut covered = 0; // everything before this instant is inside a run or already measured
         for (first, last) in runs {
-            if first > covered && first - covered > best.1 {
+            if first > covered && first > from && first - covered > best.1 {
                 best = (covered, first - covered);
             }
             covered = covered.max(last);
@@ -69,6 +76,29 @@ mod tests {
             r.record(t);
         }
         r
+    }
+
+    #[test]
+    fn gaps_over_before_from_are_left_out() {
+        // Silent 0..1000 (the start) and 5000..7000; successes closer than JOIN are one run.
+        let r = runs(&[
+            1_000, 2_000, 3_000, 4_000, 5_000, 7_000, 8_000, 9_000, 10_000, 10_500,
+        ]);
+        assert_eq!(r.longest_gap(10_500), (5_000, 2_000));
+        assert_eq!(r.longest_gap_ending_after(0, 10_500), (5_000, 2_000));
+        // From 6000: the 5000..7000 window is still open then, and counts whole.
+        assert_eq!(r.longest_gap_ending_after(6_000, 10_500), (5_000, 2_000));
+        // From 7500: only the tail is left, and it is empty.
+        assert_eq!(r.longest_gap_ending_after(7_500, 10_500), (0, 0));
+        // A silent tail after `from` counts.
+        assert_eq!(r.longest_gap_ending_after(7_500, 12_000), (10_500, 1_500));
+        // A long start is left out once `from` is past it.
+        let slow_start = runs(&[50_000, 51_000, 52_000, 60_000]);
+        assert_eq!(slow_start.longest_gap(60_000), (0, 50_000));
+        assert_eq!(
+            slow_start.longest_gap_ending_after(55_000, 60_000),
+            (52_000, 8_000)
+        );
     }
 
     #[test]

@@ -115,13 +115,17 @@ pub async fn drive(config: &Config, mut on_tick: impl FnMut(&Progress)) -> Resul
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
     }
-    Ok(total.report(
+    let mut report = total.report(
         config.target.to_string(),
         config.connections,
         config.rate,
         elapsed,
         shared.bytes.load(Relaxed),
-    ))
+    );
+    if !config.gap_from.is_zero() {
+        report.gap_from(&total, config.gap_from, elapsed);
+    }
+    Ok(report)
 }
 
 /// What every connection reads: the request, the schedule, live counters.

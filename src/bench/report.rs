@@ -155,6 +155,7 @@ impl Recorder {
             bytes_read,
             longest_gap_us: gap,
             longest_gap_start_s: round3(gap_start as f64 / 1e6),
+            gap_from_s: None,
         }
     }
 }
@@ -193,6 +194,22 @@ pub struct Report {
     pub longest_gap_us: u64,
     /// When that window began, in seconds from the start.
     pub longest_gap_start_s: f64,
+    /// With `--gap-from`: the offset the longest gap was measured from (windows over before it left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_from_s: Option<f64>,
+}
+
+impl Report {
+    /// Measures the longest gap again, among the windows still open at `from` (see
+    /// [`Runs::longest_gap_ending_after`]).
+    pub fn gap_from(&mut self, rec: &Recorder, from: Duration, elapsed: Duration) {
+        let (start, gap) = rec
+            .runs
+            .longest_gap_ending_after(micros(from), micros(elapsed));
+        self.longest_gap_us = gap;
+        self.longest_gap_start_s = round3(start as f64 / 1e6);
+        self.gap_from_s = Some(round3(from.as_secs_f64()));
+    }
 }
 
 pub fn micros(d: Duration) -> u64 {

@@ -94,6 +94,10 @@ pub struct HttpArgs {
     /// Worker threads [default: one per core]
     #[arg(long)]
     threads: Option<usize>,
+    /// Report the longest gap among windows without a success still open this many seconds into the run
+    /// (e.g. when a reload was triggered), leaving out the load's own start
+    #[arg(long, value_name = "SECONDS")]
+    gap_from: Option<f64>,
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -210,6 +214,9 @@ fn http_config(args: &HttpArgs) -> Result<Config, String> {
     config.timeout = seconds(args.timeout, "--timeout")?;
     if let Some(threads) = args.threads {
         config.threads = threads;
+    }
+    if let Some(from) = args.gap_from {
+        config.gap_from = seconds(from, "--gap-from")?;
     }
     config.validate()?;
     Ok(config)

@@ -194,6 +194,51 @@ fn a_server_that_resets_connections_counts_resets_and_does_not_hang() {
 }
 
 #[test]
+fn gap_from_leaves_out_a_slow_start_but_not_a_later_outage() {
+    // Each connection's first answer takes 400 ms (a cold server); later ones are immediate.
+    let addr = raw_server(|mut stream| {
+        let mut buf = [0u8; 4096];
+        let mut first = true;
+        while matches!(stream.read(&mut buf), Ok(n) if n > 0) {
+            if std::mem::take(&mut first) {
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            if std::io::Write::write_all(&mut stream, ok).is_err() {
+                return;
+            }
+        }
+    });
+    let run = |extra: &[&str]| {
+        let mut args = vec!["http", "-d", "1", "-c", "1", "--json"];
+        args.extend_from_slice(extra);
+        let target = url(addr, "/");
+        args.push(&target);
+        bench(&args).json()
+    };
+    let whole = run(&[]);
+    assert!(
+        whole["longest_gap_us"].as_u64().unwrap() >= 400_000,
+        "{whole}"
+    );
+    assert_eq!(whole["longest_gap_start_s"], 0.0, "{whole}");
+    assert!(whole.get("gap_from_s").is_none(), "{whole}");
+    // From 0.6 s: the start is over by then, and nothing else is silent for long.
+    let later = run(&["--gap-from", "0.6"]);
+    assert_eq!(later["gap_from_s"], 0.6, "{later}");
+    assert!(
+        later["longest_gap_us"].as_u64().unwrap() < 400_000,
+        "{later}"
+    );
+    // From 0.2 s: the start's window is still open then, so it counts whole.
+    let during = run(&["--gap-from", "0.2"]);
+    assert!(
+        during["longest_gap_us"].as_u64().unwrap() >= 400_000,
+        "{during}"
+    );
+}
+
+#[test]
 fn a_server_that_never_answers_times_out_promptly() {
     let addr = raw_server(|mut stream| {
         // Read the request, answer nothing, keep the connection open until the client gives up.
