@@ -10,6 +10,7 @@ use std::future::poll_fn;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -131,6 +132,9 @@ pub struct Conn {
     label: Arc<str>,
     /// The worker thread whose reactor the socket is registered with.
     worker: usize,
+    /// Known open: found open by [`Conn::check_open`] when a pool handed it out. [`Conn::send`]
+    /// then spares itself the same check, a system call per request.
+    known_open: AtomicBool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -149,6 +153,7 @@ pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
         io,
         label: addr.to_string().into(),
         worker: workers::current(),
+        known_open: AtomicBool::new(false),
     })
 }
 
@@ -174,6 +179,11 @@ impl Conn {
         &self.label
     }
 
+    /// The worker thread whose reactor the socket is registered with.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
     /// Whether an idle connection can no longer carry a request: the server closed it, reset it, or sent
     /// bytes nobody asked for. A non-blocking peek, nothing is consumed.
     pub fn is_closed(&self) -> bool {
@@ -186,6 +196,14 @@ impl Conn {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
             ),
         }
+    }
+
+    /// Whether the server closed it, as [`Conn::is_closed`]; if not, the next [`Conn::send`] takes it as open
+    /// without looking again. For a pool handing the connection out.
+    pub fn check_open(&self) -> bool {
+        let open = !self.is_closed();
+        self.known_open.store(open, Ordering::Relaxed);
+        open
     }
 
     /// Sends one request with FCGI_KEEP_CONN, request id 1 (one request at a time per connection; no
@@ -201,7 +219,7 @@ impl Conn {
         body: Option<Body>,
         read_timeout: Duration,
     ) -> Result<Response<ResponseBody>, SendError> {
-        if self.is_closed() {
+        if !self.known_open.swap(false, Ordering::Relaxed) && self.is_closed() {
             // Found out before writing anything: the body is intact and this is surely the stale case.
             return Err(SendError {
                 error: Error::Closed,

@@ -21,7 +21,17 @@ use crate::upstream::{Pooled, ServerState, Slot, Upstream};
 
 impl Pooled for Conn {
     fn is_closed(&self) -> bool {
-        Conn::is_closed(self)
+        !self.check_open()
+    }
+
+    /// Put back right after its END_REQUEST: checking it now (a `recv` that finds nothing) would only repeat
+    /// the check made when it is next taken.
+    fn worth_keeping(&self) -> bool {
+        true
+    }
+
+    fn home(&self) -> Option<usize> {
+        Some(self.worker())
     }
 }
 

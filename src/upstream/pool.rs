@@ -24,8 +24,20 @@ pub type Sender = SendRequest<Body>;
 
 /// A connection that can wait in a pool.
 pub trait Pooled {
-    /// Whether the server closed it (then it is not worth handing out).
+    /// Whether the server closed it (then it is not worth handing out). Asked when it is handed out.
     fn is_closed(&self) -> bool;
+
+    /// Whether a connection whose exchange just ended is worth keeping. By default, whether it is still open;
+    /// a connection whose check costs a system call may skip it, since [`Pool::take`] checks again anyway.
+    fn worth_keeping(&self) -> bool {
+        !self.is_closed()
+    }
+
+    /// The worker whose reactor the connection is registered with, if it can be used from another (at a
+    /// cost): a shared pool hands out the calling worker's own connections first.
+    fn home(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl Pooled for Sender {
@@ -87,7 +99,13 @@ impl<C: Pooled> Pool<C> {
         {
             idle.pop_front();
         }
-        while let Some(i) = idle.pop_back() {
+        let here = workers::current();
+        while !idle.is_empty() {
+            // The most recent of this worker's own, or else the most recent.
+            let own = idle.iter().rposition(|i| i.sender.home() == Some(here));
+            let i = own
+                .and_then(|at| idle.remove(at))
+                .or_else(|| idle.pop_back())?;
             if !i.sender.is_closed() {
                 return Some(i.sender);
             }
@@ -97,7 +115,7 @@ impl<C: Pooled> Pool<C> {
 
     /// Returns a connection whose exchange is complete, for reuse.
     pub fn put(&self, sender: C) {
-        if sender.is_closed() {
+        if !sender.worth_keeping() {
             return;
         }
         let mut idle = self.shard();
@@ -156,4 +174,67 @@ where
         }
     });
     Ok(sender)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A connection that says where it lives and whether it is closed, and counts the checks.
+    struct Fake {
+        name: &'static str,
+        home: usize,
+        closed: bool,
+        checks: Cell<u32>,
+    }
+
+    impl Pooled for Fake {
+        fn is_closed(&self) -> bool {
+            self.checks.set(self.checks.get() + 1);
+            self.closed
+        }
+        fn home(&self) -> Option<usize> {
+            Some(self.home)
+        }
+    }
+
+    fn fake(name: &'static str, home: usize, closed: bool) -> Fake {
+        Fake {
+            name,
+            home,
+            closed,
+            checks: Cell::new(0),
+        }
+    }
+
+    fn names(pool: &Pool<Fake>) -> Vec<&'static str> {
+        std::iter::from_fn(|| pool.take(Duration::from_secs(60)))
+            .map(|c| c.name)
+            .collect()
+    }
+
+    #[test]
+    fn a_shared_pool_hands_out_this_workers_connections_first_newest_first() {
+        // Unit tests run outside the workers: the calling thread counts as worker 0.
+        assert_eq!(workers::current(), 0);
+        let pool = Pool::shared();
+        for (name, home) in [("a1", 1), ("b0", 0), ("c1", 1), ("d0", 0), ("e1", 1)] {
+            pool.put(fake(name, home, false));
+        }
+        assert_eq!(names(&pool), ["d0", "b0", "e1", "c1", "a1"]);
+    }
+
+    #[test]
+    fn closed_connections_are_dropped_when_taken_and_checked_once_each() {
+        let pool = Pool::shared();
+        pool.put(fake("open1", 1, false));
+        pool.put(fake("closed0", 0, true));
+        let taken = pool.take(Duration::from_secs(60)).expect("one is open");
+        assert_eq!(taken.name, "open1");
+        // Checked once when taken; `put`'s default check counts too.
+        assert_eq!(taken.checks.get(), 2);
+        assert!(pool.take(Duration::from_secs(60)).is_none());
+        assert_eq!(pool.idle_count(), 0);
+    }
 }
