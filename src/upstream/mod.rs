@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -217,6 +217,10 @@ impl Upstream {
         });
         if upstream.conf.active.is_some() {
             tokio::spawn(check::run(Arc::downgrade(&upstream)));
+        }
+        // Off a runtime (unit tests of the balancing), there is nothing to sweep.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep(Arc::downgrade(&upstream)));
         }
         upstream
     }
@@ -446,6 +450,29 @@ fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf)
 }
 
 mod check;
+
+/// Closes pooled connections once idle for the upstream's idle timeout, checking at half that interval (at
+/// most once a second), until the upstream is gone. Taking a connection drops the expired ones too, but a
+/// server with no requests would keep them, and their buffers, for good.
+async fn sweep(upstream: WeakUpstream) {
+    let every = match upstream.upgrade() {
+        Some(u) => (u.conf.timeouts.idle / 2).max(Duration::from_secs(1)),
+        None => return,
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(upstream) = upstream.upgrade() else {
+            return;
+        };
+        let idle = upstream.conf.timeouts.idle;
+        for member in upstream.members().iter() {
+            member.state.pool.expire(idle);
+            member.state.fcgi.expire(idle);
+        }
+    }
+}
 
 /// For the checker: a weak handle, so the checks end when the configuration that made them is gone.
 type WeakUpstream = Weak<Upstream>;

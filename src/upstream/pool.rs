@@ -91,14 +91,7 @@ impl<C: Pooled> Pool<C> {
     /// awaits `ready()`.
     pub fn take(&self, idle_timeout: Duration) -> Option<C> {
         let mut idle = self.shard();
-        let now = Instant::now();
-        // Expired connections gather at the front; dropping them there is cheap.
-        while idle
-            .front()
-            .is_some_and(|i| now.duration_since(i.since) >= idle_timeout)
-        {
-            idle.pop_front();
-        }
+        drop_expired(&mut idle, idle_timeout);
         let here = workers::current();
         while !idle.is_empty() {
             // The most recent of this worker's own, or else the most recent.
@@ -128,6 +121,17 @@ impl<C: Pooled> Pool<C> {
         });
     }
 
+    /// Closes the connections idle for `idle_timeout` or longer, on every worker: a quiet server would
+    /// otherwise keep them, and their buffers, until its next request.
+    pub fn expire(&self, idle_timeout: Duration) {
+        for shard in &self.shards {
+            drop_expired(
+                &mut shard.lock().unwrap_or_else(|e| e.into_inner()),
+                idle_timeout,
+            );
+        }
+    }
+
     /// Closes every idle connection, on every worker.
     pub fn clear(&self) {
         for shard in &self.shards {
@@ -141,6 +145,18 @@ impl<C: Pooled> Pool<C> {
             .iter()
             .map(|s| s.lock().map(|i| i.len()).unwrap_or(0))
             .sum()
+    }
+}
+
+/// Drops the connections idle for `idle_timeout` or longer. They gather at the front (oldest first), so
+/// dropping them there is cheap.
+fn drop_expired<C>(idle: &mut VecDeque<Idle<C>>, idle_timeout: Duration) {
+    let now = Instant::now();
+    while idle
+        .front()
+        .is_some_and(|i| now.duration_since(i.since) >= idle_timeout)
+    {
+        idle.pop_front();
     }
 }
 

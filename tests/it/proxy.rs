@@ -572,6 +572,29 @@ fn round_robin_follows_weights_and_status_counts_requests() {
 }
 
 #[test]
+fn idle_pooled_connections_close_after_the_idle_timeout_without_traffic() {
+    let rein = Rein::start();
+    let b = Backend::python("A", "0", &["--delay-ms", "300"]);
+    let addr = serve_upstream(
+        &rein,
+        json!({"servers": servers(&[&b]), "timeouts": {"idle": 0.5}}),
+    );
+    // Four requests at once: four connections, pooled once answered.
+    let held: Vec<JoinHandle<Response>> = (0..4)
+        .map(|_| std::thread::spawn(move || Conn::open(addr).get("/whoami", &[])))
+        .collect();
+    for h in held {
+        assert_eq!(h.join().unwrap().status, 200);
+    }
+    let st = server_status(&rein, &b.addr());
+    assert!(st["idle_connections"].as_u64().unwrap() >= 2, "{st}");
+    // No request from now on: the pool empties by itself (the backend keeps its side open).
+    wait_for("the idle connections closed", || {
+        server_status(&rein, &b.addr())["idle_connections"] == 0
+    });
+}
+
+#[test]
 fn least_connections_sends_to_the_idle_server() {
     let rein = Rein::start();
     // A answers every request after 3 s: whatever lands on it stays in flight.
