@@ -93,9 +93,15 @@ impl<C: Pooled> Pool<C> {
         let mut idle = self.shard();
         drop_expired(&mut idle, idle_timeout);
         let here = workers::current();
-        while !idle.is_empty() {
-            // The most recent of this worker's own, or else the most recent.
-            let own = idle.iter().rposition(|i| i.sender.home() == Some(here));
+        while let Some(newest) = idle.back() {
+            // The most recent of this worker's own, or else the most recent. Only a connection with a home
+            // on another worker is worth a search (per-worker pools never hold one).
+            let own = match newest.sender.home() {
+                Some(home) if home != here => {
+                    idle.iter().rposition(|i| i.sender.home() == Some(here))
+                }
+                _ => None,
+            };
             let i = own
                 .and_then(|at| idle.remove(at))
                 .or_else(|| idle.pop_back())?;
