@@ -9,7 +9,7 @@ use http::{Request, header};
 use http_body_util::BodyExt;
 
 use super::conf::ActiveCheck;
-use super::{ServerState, WeakUpstream, connect};
+use super::{ServerState, Ticker, WeakUpstream, connect};
 use crate::body;
 
 pub async fn run(upstream: WeakUpstream) {
@@ -19,13 +19,8 @@ pub async fn run(upstream: WeakUpstream) {
     else {
         return;
     };
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let Some(up) = upstream.upgrade() else {
-            return;
-        };
+    let mut ticker = Ticker::new(upstream, interval);
+    while let Some(up) = ticker.next().await {
         let Some(check) = up.conf.active.clone() else {
             return;
         };

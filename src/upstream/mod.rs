@@ -459,13 +459,8 @@ async fn sweep(upstream: WeakUpstream) {
         Some(u) => (u.conf.timeouts.idle / 2).max(Duration::from_secs(1)),
         None => return,
     };
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(upstream) = upstream.upgrade() else {
-            return;
-        };
+    let mut ticker = Ticker::new(upstream, every);
+    while let Some(upstream) = ticker.next().await {
         let idle = upstream.conf.timeouts.idle;
         for member in upstream.members().iter() {
             member.state.pool.expire(idle);
@@ -474,5 +469,26 @@ async fn sweep(upstream: WeakUpstream) {
     }
 }
 
-/// For the checker: a weak handle, so the checks end when the configuration that made them is gone.
+/// For the background tasks (checks, sweeps): a weak handle, so they end when the configuration that made
+/// them is gone.
 type WeakUpstream = Weak<Upstream>;
+
+/// Ticks at an interval for as long as an upstream lives.
+struct Ticker {
+    upstream: WeakUpstream,
+    ticks: tokio::time::Interval,
+}
+
+impl Ticker {
+    fn new(upstream: WeakUpstream, every: Duration) -> Ticker {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Ticker { upstream, ticks }
+    }
+
+    /// The upstream at the next tick; `None` once it is gone.
+    async fn next(&mut self) -> Option<Arc<Upstream>> {
+        self.ticks.tick().await;
+        self.upstream.upgrade()
+    }
+}
