@@ -20,8 +20,9 @@ pub fn try_get(conn: &mut BufReader<TcpStream>, path: &str) -> Option<Response> 
     read_response(conn, false)
 }
 
-/// Keep-alive GET load: each thread loops on one connection to its path, counting answers (by the tag in
-/// `KIND:TAG:PID`) and every failure (a status other than 200, or a connection closed without an answer).
+/// Keep-alive GET load: each thread loops on one connection to its path, counting answers by a key read from
+/// each (the tag in `KIND:TAG:PID`, or another: [`Load::start_keyed`]) and every failure (a status other than
+/// 200, or a connection closed without an answer).
 pub struct Load {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -31,7 +32,21 @@ pub struct Load {
 }
 
 impl Load {
+    /// Answers counted by the tag of a `KIND:TAG:PID` body.
     pub fn start(addr: SocketAddr, paths: &[&'static str]) -> Load {
+        Load::start_keyed(addr, paths, |r: &Response| {
+            let text = r.text();
+            text.rsplit_once(':')
+                .map_or(text.clone(), |(k, _)| k.to_owned())
+        })
+    }
+
+    /// Answers counted by `key` (e.g. the backend that answered).
+    pub fn start_keyed(
+        addr: SocketAddr,
+        paths: &[&'static str],
+        key: fn(&Response) -> String,
+    ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
         let failures = Arc::new(Mutex::new(Vec::new()));
@@ -46,11 +61,7 @@ impl Load {
                     while !stop.load(Ordering::Relaxed) {
                         match try_get(&mut conn, path) {
                             Some(r) if r.status == 200 => {
-                                let text = r.text();
-                                let key = text
-                                    .rsplit_once(':')
-                                    .map_or(text.clone(), |(k, _)| k.to_owned());
-                                *ok.lock().unwrap().entry(key).or_default() += 1;
+                                *ok.lock().unwrap().entry(key(&r)).or_default() += 1;
                             }
                             Some(r) => failures.lock().unwrap().push(format!(
                                 "{path}: {} {}",
@@ -87,8 +98,21 @@ impl Load {
         });
     }
 
+    /// Waits until `n` more answers counted under `key` came in.
+    pub fn wait_answers(&self, key: &str, n: u64) {
+        let start = self.count(key);
+        wait_for(&format!("{n} more answers from {key}"), || {
+            self.count(key) >= start + n
+        });
+    }
+
     pub fn count(&self, key: &str) -> u64 {
         self.ok.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+
+    /// Requests made so far, whatever their outcome.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
     }
 
     pub fn finish(self) -> (std::collections::BTreeMap<String, u64>, Vec<String>) {

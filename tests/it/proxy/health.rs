@@ -16,9 +16,9 @@ fn passive_health_fails_over_without_errors_and_recovers() {
             "queue_timeout": 2,
         }),
     );
-    let load = Load::start(addr, "/whoami", 4);
-    load.wait_more("A", 20);
-    load.wait_more("B", 20);
+    let load = Load::start_keyed(addr, &["/whoami"; 4], backend_of);
+    load.wait_answers("A", 20);
+    load.wait_answers("B", 20);
 
     a.kill();
     wait_for("A to be marked failed", || {
@@ -32,11 +32,11 @@ fn passive_health_fails_over_without_errors_and_recovers() {
             >= 3
     });
     let before = load.count("A");
-    load.wait_more("B", 50);
+    load.wait_answers("B", 50);
     assert_eq!(load.count("A"), before, "a dead A answered?");
 
     let _a = restart_on("A", a_port);
-    load.wait_more("A", 20);
+    load.wait_answers("A", 20);
     let total = load.total();
     let (counts, failures) = load.finish();
     assert!(

@@ -9,9 +9,9 @@ fn upstream_servers_change_under_load_without_errors() {
     let b = Backend::python("B", "0", &[]);
     let c = Backend::python("C", "0", &[]);
     let addr = serve_upstream(&rein, json!({"servers": servers(&[&a, &b])}));
-    let load = Load::start(addr, "/whoami", 4);
-    load.wait_more("A", 20);
-    load.wait_more("B", 20);
+    let load = Load::start_keyed(addr, &["/whoami"; 4], backend_of);
+    load.wait_answers("A", 20);
+    load.wait_answers("B", 20);
 
     let set = |to: &[&Backend]| {
         let (status, body) = rein.api(
@@ -23,20 +23,20 @@ fn upstream_servers_change_under_load_without_errors() {
     };
     // Checks that, once `now` answered a few, `gone` answer no more.
     let settled = |now: &str, gone: &[&str]| {
-        load.wait_more(now, 20);
+        load.wait_answers(now, 20);
         let before: Vec<u64> = gone.iter().map(|g| load.count(g)).collect();
-        load.wait_more(now, 50);
+        load.wait_answers(now, 50);
         let after: Vec<u64> = gone.iter().map(|g| load.count(g)).collect();
         assert_eq!(before, after, "{gone:?} still got requests");
     };
 
     set(&[&b, &c]);
     settled("C", &["A"]);
-    load.wait_more("B", 10);
+    load.wait_answers("B", 10);
     set(&[&c]);
     settled("C", &["A", "B"]);
     set(&[&a, &c]);
-    load.wait_more("A", 20);
+    load.wait_answers("A", 20);
     settled("C", &["B"]);
     set(&[&b]);
     settled("B", &["A", "C"]);

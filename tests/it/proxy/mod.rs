@@ -10,16 +10,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::harness::{Conn, DEADLINE, Rein, Response, read_response, wait_for};
+use crate::load::{Load, open};
 
 mod action;
 mod balance;
@@ -208,114 +209,6 @@ fn header_values<'a>(pairs: &'a [(String, String)], name: &str) -> Vec<&'a str> 
         .filter(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
         .collect()
-}
-
-fn open(addr: SocketAddr) -> BufReader<TcpStream> {
-    let s = TcpStream::connect(addr).expect("connect to rein");
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    BufReader::new(s)
-}
-
-/// A GET on a keep-alive connection that reports failures instead of panicking.
-fn try_get(conn: &mut BufReader<TcpStream>, path: &str) -> Option<Response> {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n");
-    conn.get_mut().write_all(req.as_bytes()).ok()?;
-    read_response(conn, false)
-}
-
-/// Keep-alive GET load on a few threads, counting answers per backend and every failure.
-struct Load {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-    by_backend: Arc<Mutex<BTreeMap<String, u64>>>,
-    failures: Arc<Mutex<Vec<String>>>,
-    total: Arc<AtomicU64>,
-}
-
-impl Load {
-    fn start(addr: SocketAddr, path: &'static str, threads: usize) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let by_backend = Arc::new(Mutex::new(BTreeMap::new()));
-        let failures = Arc::new(Mutex::new(Vec::new()));
-        let total = Arc::new(AtomicU64::new(0));
-        let threads = (0..threads)
-            .map(|_| {
-                let (stop, by_backend, failures, total) = (
-                    stop.clone(),
-                    by_backend.clone(),
-                    failures.clone(),
-                    total.clone(),
-                );
-                std::thread::spawn(move || {
-                    let mut conn = open(addr);
-                    while !stop.load(Ordering::Relaxed) {
-                        match try_get(&mut conn, path) {
-                            Some(r) if r.status == 200 => {
-                                *by_backend
-                                    .lock()
-                                    .unwrap()
-                                    .entry(backend_of(&r))
-                                    .or_default() += 1;
-                            }
-                            Some(r) => {
-                                failures
-                                    .lock()
-                                    .unwrap()
-                                    .push(format!("{} {}", r.status, r.text()));
-                            }
-                            None => {
-                                failures
-                                    .lock()
-                                    .unwrap()
-                                    .push("connection closed without an answer".into());
-                                conn = open(addr);
-                            }
-                        }
-                        total.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        Load {
-            stop,
-            threads,
-            by_backend,
-            failures,
-            total,
-        }
-    }
-
-    fn count(&self, backend: &str) -> u64 {
-        self.by_backend
-            .lock()
-            .unwrap()
-            .get(backend)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn total(&self) -> u64 {
-        self.total.load(Ordering::Relaxed)
-    }
-
-    /// Waits until `backend` answered `n` more requests than it had when called.
-    fn wait_more(&self, backend: &str, n: u64) {
-        let start = self.count(backend);
-        wait_for(&format!("{n} more answers from {backend}"), || {
-            self.count(backend) >= start + n
-        });
-    }
-
-    /// Stops the load; returns the counts per backend and the failures.
-    fn finish(self) -> (BTreeMap<String, u64>, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            t.join().unwrap();
-        }
-        let counts = self.by_backend.lock().unwrap().clone();
-        let failures = self.failures.lock().unwrap().clone();
-        (counts, failures)
-    }
 }
 
 /// rein's resident memory, in kB.
