@@ -1,0 +1,104 @@
+//! Crash recovery: exits noticed at once, instances respawned with back-off, neighbours unaffected.
+
+use super::*;
+
+// ----- 4. Crash recovery -----------------------------------------------------------------------------
+
+#[test]
+fn a_killed_instance_is_replaced() {
+    let rein = Rein::start();
+    let addr = serve_one(&rein, "py", python_app("p", &[], json!({"processes": 2})));
+    let pids = wait_ready(&rein, "py", 2);
+    let victim = *pids.first().unwrap();
+    let before = instances(&rein, "py");
+    let restarts_before = before
+        .iter()
+        .find(|i| pid_of(i) == victim)
+        .map(|i| i["restarts"].as_u64().unwrap())
+        .unwrap();
+    kill9(victim);
+    let mut now = BTreeSet::new();
+    wait_for("a replacement instance", || {
+        now = wait_ready(&rein, "py", 2);
+        !now.contains(&victim)
+    });
+    let survivor = *pids.iter().find(|p| **p != victim).unwrap();
+    assert!(now.contains(&survivor), "the other instance was left alone");
+    let fresh = *now.iter().find(|p| **p != survivor).unwrap();
+    let st = instances(&rein, "py");
+    let replaced = st.iter().find(|i| pid_of(i) == fresh).unwrap();
+    assert_eq!(
+        replaced["restarts"].as_u64().unwrap(),
+        restarts_before + 1,
+        "{st:?}"
+    );
+    wait_for("the killed process reaped", || !exists(victim));
+    let mut seen = BTreeSet::new();
+    wait_for("both instances answer", || {
+        seen.insert(who(&get(addr, "/")).1);
+        seen.len() == 2
+    });
+    assert_eq!(seen, now);
+}
+
+#[test]
+fn a_crash_loop_backs_off_then_errors_until_a_reload() {
+    let rein = Rein::start();
+    let flag = rein.dir.path().join("crash-flag");
+    std::fs::write(&flag, "").unwrap();
+    let addr = serve_one(
+        &rein,
+        "crashy",
+        app(
+            &app_file("crash.sh"),
+            &[],
+            json!({
+                "environment": {"PYTHON": python(), "CRASH_FLAG": flag},
+                "restart": {"min_interval": 0.2, "backoff_max": 2, "max_failures": 3, "stable_after": 10},
+            }),
+        ),
+    );
+    let mut st = Value::Null;
+    wait_for("the app errored", || {
+        st = status(&rein, "crashy");
+        st["state"] == "errored"
+    });
+    let reason = st["errored"].as_str().unwrap_or_default();
+    assert!(reason.contains("3 consecutive failures"), "{st}");
+    assert_eq!(st["instances"], json!([]), "no instance left: {st}");
+    // The app's own log gives the timeline: start, ready, exit 0.2 s later; back-off 1 s, then 2 s.
+    let log = app_log(&rein, "crashy");
+    let times = |word: &str| -> Vec<f64> {
+        log.lines()
+            .filter(|l| l.starts_with(word))
+            .filter_map(|l| l.rsplit_once("t=").and_then(|(_, t)| t.parse().ok()))
+            .collect()
+    };
+    let (starts, exits) = (times("start crash"), times("exit crash"));
+    assert_eq!(starts.len(), 3, "three runs, none after errored:\n{log}");
+    assert_eq!(exits.len(), 3, "{log}");
+    let gap1 = starts[1] - exits[0];
+    let gap2 = starts[2] - exits[1];
+    assert!(
+        (0.9..1.8).contains(&gap1),
+        "first back-off 1 s: {gap1}\n{log}"
+    );
+    assert!(
+        (1.9..2.8).contains(&gap2),
+        "second back-off 2 s: {gap2}\n{log}"
+    );
+    // Still errored (no more runs) until a reload; the reload clears it.
+    std::fs::remove_file(&flag).unwrap();
+    let (code, body) = restart(&rein, "crashy");
+    assert_eq!(
+        (code, body.clone()),
+        (200, json!({"success": "Ok"})),
+        "{body}"
+    );
+    let st = status(&rein, "crashy");
+    assert_eq!(st["state"], "running", "{st}");
+    assert_eq!(st["errored"], Value::Null, "{st}");
+    assert_eq!(st["last_reload"]["ok"], true, "{st}");
+    let pid = *wait_ready(&rein, "crashy", 1).first().unwrap();
+    assert_eq!(get(addr, "/").text(), format!("python:crash:{pid}"));
+}

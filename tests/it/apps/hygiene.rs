@@ -1,0 +1,114 @@
+//! Process hygiene (process groups, stop signals, no zombies) and each app's logs.
+
+use super::*;
+
+// ----- 7. Process hygiene ----------------------------------------------------------------------------
+
+#[test]
+fn an_app_ignoring_sigterm_is_killed_after_the_stop_timeout() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "stubborn",
+        app(&app_file("ignore_term.sh"), &[], json!({})),
+    );
+    let first = *wait_ready(&rein, "stubborn", 1).first().unwrap();
+    assert_eq!(who(&get(addr, "/")).1, first);
+    // On reload: the old instance gets SIGTERM, ignores it, and is killed 1 s later.
+    let (code, body) = restart(&rein, "stubborn");
+    assert_eq!(code, 200, "{body}");
+    let t = Instant::now();
+    assert!(alive(first), "SIGTERM is ignored");
+    wait_for("the old instance killed", || !alive(first));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(700) && took < Duration::from_secs(5),
+        "killed after the 1 s stop timeout: {took:?}"
+    );
+    let second = *wait_ready(&rein, "stubborn", 1).first().unwrap();
+    assert_ne!(second, first);
+    // On removal: the same.
+    remove_app(&rein, "stubborn");
+    let t = Instant::now();
+    assert!(alive(second), "SIGTERM is ignored");
+    wait_for("the removed instance killed", || !alive(second));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(700) && took < Duration::from_secs(5),
+        "killed after the 1 s stop timeout: {took:?}"
+    );
+    wait_for("the killed instance reaped", || !exists(second));
+}
+
+#[test]
+fn removing_an_app_stops_its_grandchildren_and_leaves_no_zombies() {
+    let rein = Rein::start();
+    serve_one(
+        &rein,
+        "forker",
+        app(&app_file("forks_grandchild.sh"), &[], json!({})),
+    );
+    let pid = *wait_ready(&rein, "forker", 1).first().unwrap();
+    let mut grandchild = 0;
+    wait_for("the grandchild's pid in the log", || {
+        grandchild = app_log(&rein, "forker")
+            .lines()
+            .find_map(|l| l.strip_prefix("grandchild="))
+            .and_then(|g| g.trim().parse().ok())
+            .unwrap_or(0);
+        grandchild != 0
+    });
+    assert!(alive(pid) && alive(grandchild));
+    assert!(
+        children_of(rein.pid()).iter().any(|(c, _)| *c == pid),
+        "the instance is rein's child"
+    );
+    remove_app(&rein, "forker");
+    wait_for("the instance and its grandchild gone", || {
+        !alive(pid) && !alive(grandchild)
+    });
+    wait_for("the removed app gone from /status", || {
+        rein.api("GET", "/status/applications", None)
+            .1
+            .get("forker")
+            .is_none()
+    });
+    let mut left = Vec::new();
+    wait_for("no child of rein left (zombie or not)", || {
+        left = children_of(rein.pid());
+        left.is_empty()
+    });
+    assert!(!exists(pid), "reaped");
+}
+
+// ----- 8. Logs ---------------------------------------------------------------------------------------
+
+#[test]
+fn app_output_lands_in_its_log_file() {
+    let rein = Rein::start();
+    rein.serve_with(
+        json!([{"action": {"pass": "applications/py"}}]),
+        json!({"applications": {
+            "py": python_app("logger", &[], json!({})),
+            "web": node_app("node_app.js", &["nl"], json!({})),
+        }}),
+    );
+    let py = *wait_ready(&rein, "py", 1).first().unwrap();
+    let web = *wait_ready(&rein, "web", 1).first().unwrap();
+    let path = rein.state.join("logs/py.log");
+    wait_for("both lines in py.log", || {
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        log.contains(&format!("start logger pid={py}"))
+            && log.contains(&format!("stderr logger pid={py}"))
+    });
+    let web_log = rein.state.join("logs/web.log");
+    wait_for("node's stdout and the preload's stderr in web.log", || {
+        let log = std::fs::read_to_string(&web_log).unwrap_or_default();
+        log.contains(&format!("node_app nl listening, pid {web}"))
+            && log.contains("rein: listen(3000) uses the socket passed by rein (fd 3")
+    });
+    assert!(
+        !std::fs::read_to_string(&path).unwrap().contains("node_app"),
+        "each app has its own log"
+    );
+}

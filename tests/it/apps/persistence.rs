@@ -1,0 +1,220 @@
+//! Configuration persistence: apps that fail after a restart of rein keep their configuration.
+
+use super::*;
+
+// ----- 9. Persistence --------------------------------------------------------------------------------
+
+#[test]
+fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
+    let mut rein = Rein::start();
+    let script = rein.dir.path().join("app.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {} {} persisted\n",
+            python(),
+            app_file("python_app.py")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    serve_one(
+        &rein,
+        "kept",
+        app(
+            &script.display().to_string(),
+            &[],
+            json!({"restart": {"min_interval": 0.2, "backoff_max": 1, "max_failures": 1000, "stable_after": 0.5}}),
+        ),
+    );
+    let pid = *wait_ready(&rein, "kept", 1).first().unwrap();
+    let (_, config) = rein.api("GET", "/config", None);
+    rein.signal(Signal::SIGTERM);
+    assert_eq!(rein.wait_exit().0, Some(0));
+    assert!(!alive(pid), "the app stopped with rein");
+
+    std::fs::remove_file(&script).unwrap();
+    let dir = std::mem::replace(&mut rein.dir, tempfile::tempdir().unwrap());
+    let mut again = Rein::start_in(dir, &[]);
+    wait_for("rein started (or exited)", || {
+        std::os::unix::net::UnixStream::connect(again.control()).is_ok() || rein_exited(&again)
+    });
+    if rein_exited(&again) {
+        let (code, stderr) = again.wait_exit();
+        panic!(
+            "rein refused to start because an app's executable is missing (exit {code:?}): {stderr}\n\
+             expected: it starts, keeps the application in the configuration, reports it failing and \
+             retries it with back-off"
+        );
+    }
+    assert_eq!(
+        again.api("GET", "/config", None).1,
+        config,
+        "the configuration is kept"
+    );
+    let addr = again.bound("127.0.0.1:0");
+    wait_for("the app reported failing and retried", || {
+        instances(&again, "kept")
+            .iter()
+            .any(|i| i["restarts"].as_u64().unwrap_or(0) >= 1)
+    });
+    assert!(ready_pids(&again, "kept").is_empty());
+    // Once the executable is back, the retries bring it up without any change of configuration.
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {} {} persisted\n",
+            python(),
+            app_file("python_app.py")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let pid = *wait_ready(&again, "kept", 1).first().unwrap();
+    assert_eq!(get(addr, "/").text(), format!("python:persisted:{pid}"));
+}
+
+#[test]
+fn a_busy_app_scales_up_to_max_and_back_to_spare_when_idle() {
+    let rein = Rein::start();
+    let conf = node_app(
+        "slow.js",
+        &[],
+        json!({"processes": {"max": 3, "spare": 1, "idle_timeout": 0.5}}),
+    );
+    let addr = serve_one(&rein, "slow", conf);
+    wait_ready(&rein, "slow", 1);
+    // Held requests keep every instance busy: rein adds instances, one a second, up to `max`.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let holders: Vec<_> = (0..6)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(addr);
+                let mut codes = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    codes.push(conn.get("/?ms=300", &[]).status);
+                }
+                codes
+            })
+        })
+        .collect();
+    wait_ready(&rein, "slow", 3);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for holder in holders {
+        assert!(holder.join().unwrap().iter().all(|c| *c == 200));
+    }
+    // Idle again: back to `spare`, one step per idle_timeout.
+    wait_ready(&rein, "slow", 1);
+}
+
+#[test]
+fn only_the_instance_over_its_memory_limit_is_replaced_under_load() {
+    let rein = Rein::start();
+    // A fresh Python instance is well under 48 MiB; `/grow` adds 64 MiB to the one that serves it.
+    let script = app_file("grow_app.py");
+    let conf = app(
+        python(),
+        &[script.as_str(), "g"],
+        json!({"processes": 2, "memory_limit": "48M"}),
+    );
+    let addr = serve_one(&rein, "fat", conf);
+    let before = wait_ready(&rein, "fat", 2);
+    let gen0 = status(&rein, "fat")["generation"].clone();
+    let load = Load::start(addr, &["/a", "/b"]);
+    load.wait_more(20);
+
+    let (tag, fat) = who(&get(addr, "/grow"));
+    assert_eq!(tag, "g");
+    let kept = *before.iter().find(|p| **p != fat).unwrap();
+    let mut now = BTreeSet::new();
+    wait_for("the grown instance replaced", || {
+        now = ready_pids(&rein, "fat");
+        now.len() == 2 && !now.contains(&fat)
+    });
+    assert!(
+        now.contains(&kept),
+        "the other instance keeps its pid: {now:?}"
+    );
+    wait_for("the grown instance stopped", || !alive(fat));
+    load.wait_more(20);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+
+    let st = status(&rein, "fat");
+    assert_eq!(st["replacements"], 1, "{st}");
+    assert_eq!(st["generation"], gen0, "not a reload: {st}");
+    assert_eq!(st["last_reload"], Value::Null, "not a reload: {st}");
+    assert_eq!(st["state"], "running", "{st}");
+    assert_eq!(wait_ready(&rein, "fat", 2), now, "nothing else replaced");
+    let log = rein.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("memory limit exceeded"))
+        .unwrap_or_else(|| panic!("the reason in rein's log:\n{log}"));
+    assert!(line.contains(&format!("pid={fat}")), "{line}");
+    assert!(log.contains("instance replaced"), "{log}");
+}
+
+#[test]
+fn an_instance_that_served_its_request_limit_is_replaced() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "lim",
+        python_app("lim", &[], json!({"limits": {"requests": 5}})),
+    );
+    let first = wait_ready(&rein, "lim", 1);
+    let mut conn = Conn::open(addr);
+    for _ in 0..5 {
+        assert_eq!(conn.get("/", &[]).status, 200);
+    }
+    wait_for("a replacement after 5 requests", || {
+        let pids = ready_pids(&rein, "lim");
+        !pids.is_empty() && pids.is_disjoint(&first)
+    });
+    assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
+    let st = status(&rein, "lim");
+    assert!(st["replacements"].as_u64().unwrap() >= 1, "{st}");
+    assert_eq!(
+        st["last_reload"],
+        Value::Null,
+        "one instance replaced, not a reload: {st}"
+    );
+    assert!(rein.log_text().contains("request limit reached"));
+}
+
+#[test]
+fn a_change_to_a_watched_file_is_a_rolling_reload() {
+    let rein = Rein::start();
+    let watched = rein.dir.path().join("src");
+    std::fs::create_dir_all(watched.join("node_modules")).unwrap();
+    std::fs::write(watched.join("app.txt"), "v1").unwrap();
+    let watch = json!({"watch": {"paths": [watched], "ignore": ["node_modules"], "debounce": 0.2}});
+    let addr = serve_one(&rein, "w", python_app("w", &[], watch));
+    let first = wait_ready(&rein, "w", 1);
+    // Ignored: no reload.
+    std::fs::write(watched.join("node_modules/x.js"), "x").unwrap();
+    std::fs::write(watched.join("app.txt"), "v2").unwrap();
+    wait_for("the reload after the change", || {
+        let s = status(&rein, "w");
+        s["last_reload"]["ok"] == true && ready_pids(&rein, "w").is_disjoint(&first)
+    });
+    assert_eq!(
+        status(&rein, "w")["generation"],
+        2,
+        "one reload for the burst, none for node_modules"
+    );
+    assert_eq!(Conn::open(addr).get("/", &[]).status, 200);
+    // A watched path that does not exist is refused with its JSON path.
+    let bad = python_app("w", &[], json!({"watch": {"paths": ["/nonexistent/dir"]}}));
+    let (code, body) = rein.api("PUT", "/config/applications/w", Some(&bad.to_string()));
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("applications/w/watch/paths"),
+        "{body}"
+    );
+}

@@ -1,0 +1,123 @@
+//! Readiness: traffic only once an instance passes its check; one that never does is reported.
+
+use super::*;
+
+// ----- 3. Readiness ----------------------------------------------------------------------------------
+
+#[test]
+fn requests_wait_until_a_slow_app_is_ready() {
+    let rein = Rein::start();
+    let put = Instant::now();
+    let addr = serve_one(
+        &rein,
+        "slow",
+        python_app(
+            "slow",
+            &["--sleep", "1"],
+            json!({"readiness": {"http": "/health", "timeout": 3}}),
+        ),
+    );
+    let waiting = std::thread::spawn(move || {
+        let r = get(addr, "/");
+        (r, put.elapsed())
+    });
+    // While the instance is starting, the request is held by rein, not sent to it.
+    let mut seen_starting = false;
+    while !waiting.is_finished() {
+        let all = instances(&rein, "slow");
+        if let Some(i) = all.first()
+            && i["state"] == "starting"
+        {
+            seen_starting = true;
+            assert_eq!(
+                i["requests"], 0,
+                "no request reaches a starting instance: {i}"
+            );
+            assert_eq!(i["in_flight"], 0, "{i}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen_starting, "the instance was seen starting");
+    let (r, took) = waiting.join().unwrap();
+    assert_eq!(
+        r.status, 200,
+        "the early request waited and succeeded: {r:?}"
+    );
+    let pid = *wait_ready(&rein, "slow", 1).first().unwrap();
+    assert_eq!(r.text(), format!("python:slow:{pid}"));
+    assert!(
+        took >= Duration::from_millis(900),
+        "answered after {took:?}"
+    );
+    assert_eq!(instances(&rein, "slow")[0]["requests"], 1);
+}
+
+#[test]
+fn an_app_that_never_becomes_ready_gets_no_traffic() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "stuck",
+        app(
+            &app_file("never_ready.sh"),
+            &[],
+            json!({"readiness": {"timeout": 1}}),
+        ),
+    );
+    let t = Instant::now();
+    let r = get(addr, "/");
+    let took = t.elapsed();
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(5),
+        "503 after the readiness wait, took {took:?}"
+    );
+    // Failed readiness is retried: a replacement with a higher restart count, never a ready one.
+    wait_for("a retried instance", || {
+        let st = status(&rein, "stuck");
+        let all = st["instances"].as_array().unwrap();
+        assert!(all.iter().all(|i| i["state"] != "ready"), "{st}");
+        all.iter()
+            .any(|i| i["state"] == "starting" && i["restarts"].as_u64().unwrap() >= 1)
+    });
+}
+
+#[test]
+fn an_app_with_a_missing_executable_is_refused_and_nothing_changes() {
+    let rein = Rein::start();
+    let addr = serve_one(&rein, "py", python_app("p", &[], json!({})));
+    wait_ready(&rein, "py", 1);
+    let (_, before) = rein.api("GET", "/config", None);
+    let missing = rein.dir.path().join("no-such-program");
+    let ghost = app(&missing.display().to_string(), &[], json!({}));
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/applications/ghost",
+        Some(&ghost.to_string()),
+    );
+    assert_eq!(code, 400, "{body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("applications/ghost/executable"),
+        "the error names the field: {body}"
+    );
+    // The same through a whole-document PUT, and through the existing app's executable.
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/applications/py/executable",
+        Some(&json!(missing).to_string()),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("applications/py/executable"),
+        "{body}"
+    );
+    assert_eq!(rein.api("GET", "/config", None).1, before);
+    let (_, st) = rein.api("GET", "/status/applications", None);
+    assert!(st.get("ghost").is_none(), "{st}");
+    assert_eq!(st["py"]["last_reload"], Value::Null, "no reload: {st}");
+    assert_eq!(get(addr, "/").status, 200);
+}
