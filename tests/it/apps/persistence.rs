@@ -8,16 +8,7 @@ use super::*;
 fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
     let mut rein = Rein::start();
     let script = rein.dir.path().join("app.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\nexec {} {} persisted\n",
-            python(),
-            app_file("python_app.py")
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_app_script(&script);
     serve_one(
         &rein,
         "kept",
@@ -60,16 +51,7 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
     });
     assert!(ready_pids(&again, "kept").is_empty());
     // Once the executable is back, the retries bring it up without any change of configuration.
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\nexec {} {} persisted\n",
-            python(),
-            app_file("python_app.py")
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_app_script(&script);
     let pid = *wait_ready(&again, "kept", 1).first().unwrap();
     assert_eq!(get(addr, "/").text(), format!("python:persisted:{pid}"));
 }
@@ -217,4 +199,18 @@ fn a_change_to_a_watched_file_is_a_rolling_reload() {
             .starts_with("applications/w/watch/paths"),
         "{body}"
     );
+}
+
+/// An executable shell script that runs the Python test app, tagged `persisted`.
+fn write_app_script(script: &Path) {
+    std::fs::write(
+        script,
+        format!(
+            "#!/bin/sh\nexec {} {} persisted\n",
+            python(),
+            app_file("python_app.py")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
