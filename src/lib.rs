@@ -13,6 +13,7 @@ pub mod control;
 pub mod engine;
 pub mod fastcgi;
 pub mod forwarded;
+pub mod http1;
 pub mod proxy;
 pub mod request;
 pub mod route;

@@ -8,7 +8,6 @@
 
 use std::future::poll_fn;
 use std::io;
-use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,9 +25,9 @@ use super::params::Params;
 use super::record::{
     self, DecodeError, Decoder, HEADER_LEN, KEEP_CONN, ProtocolStatus, Record, RecordType, Role,
 };
-use super::socket::Io;
 use crate::body::Body;
 use crate::upstream::conf::ServerAddr;
+use crate::upstream::socket::{Acks, Io};
 use crate::workers;
 
 /// The one request id: a connection carries one request at a time (PHP-FPM does not multiplex).
@@ -145,7 +144,7 @@ impl std::fmt::Debug for Conn {
 
 /// Dials `addr` within `timeout`.
 pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
-    let dial = Io::dial(addr);
+    let dial = Io::dial(addr, Acks::EveryRead);
     let io = tokio::time::timeout(timeout, dial)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
@@ -185,17 +184,9 @@ impl Conn {
     }
 
     /// Whether an idle connection can no longer carry a request: the server closed it, reset it, or sent
-    /// bytes nobody asked for. A non-blocking peek, nothing is consumed.
+    /// bytes nobody asked for (see [`Io::is_closed`]: usually no system call).
     pub fn is_closed(&self) -> bool {
-        let mut byte = [MaybeUninit::<u8>::uninit()];
-        match self.io.sock().peek(&mut byte) {
-            // 0 is end of file; a byte is an answer to no question. Either way it is unusable.
-            Ok(_) => true,
-            Err(e) => !matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ),
-        }
+        self.io.is_closed()
     }
 
     /// Whether the server closed it, as [`Conn::is_closed`]; if not, the next [`Conn::send`] takes it as open

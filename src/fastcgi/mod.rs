@@ -20,7 +20,6 @@ mod client;
 pub mod params;
 pub mod record;
 mod request_params;
-mod socket;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -2,19 +2,17 @@
 //! parameters and a STDIN stream, and its answer streamed back. Balancing, health, the wait for a server and
 //! the retries are the HTTP proxy's ([`super::retry`]); idle connections wait in the server's FastCGI pool.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::StreamExt;
 use http::Response;
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 
 use super::retry::{self, Failed};
-use super::{Outgoing, ProxyError, client_ip, is_idempotent, upload};
+use super::{Held, Outgoing, ProxyError, client_ip, is_idempotent, upload};
 use crate::body::{self as rbody, Body};
 use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
 use crate::upstream::{Pooled, ServerState, Slot, Upstream};
@@ -71,7 +69,7 @@ async fn try_forward(
     retry::run(upstream, plan, |slot, body| async move {
         let (response, slot) = attempt(upstream, slot, params, body).await?;
         if !replayable {
-            return Ok(response.map(|answer| Body::new(Held::new(answer, Some(slot)))));
+            return Ok(response.map(|answer| Body::new(Held::new(answer, slot))));
         }
         buffer_start(response, slot, upstream).await
     })
@@ -104,7 +102,7 @@ async fn buffer_start(
             Some(Err(e)) => return Err(Failed::sent(broken(&slot, upstream, e))),
         }
     }
-    let rest = Held::new(answer, Some(slot));
+    let rest = Held::new(answer, slot);
     let body = StreamBody::new(
         futures_util::stream::once(async move { Ok(Frame::data(start.freeze())) })
             .chain(BodyStream::new(rest)),
@@ -208,50 +206,5 @@ fn broken(slot: &Slot, upstream: &Upstream, error: fastcgi::Error) -> ProxyError
             server,
             source: Box::new(error),
         },
-    }
-}
-
-/// The script's output on its way to the client, holding the server's slot (the request counts as active
-/// there) until it ends, and telling passive health how it ended.
-struct Held {
-    inner: ResponseBody,
-    slot: Option<Slot>,
-}
-
-impl Held {
-    fn new(inner: ResponseBody, slot: Option<Slot>) -> Self {
-        Held { inner, slot }
-    }
-
-    fn finish(&mut self, ok: bool) {
-        if let Some(slot) = self.slot.take() {
-            slot.record(ok);
-        }
-    }
-}
-
-impl HttpBody for Held {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match polled {
-            Poll::Ready(None) => self.finish(true),
-            Poll::Ready(Some(Err(_))) => self.finish(false),
-            _ => {}
-        }
-        polled.map_err(std::io::Error::from)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -10,18 +10,19 @@ pub(crate) mod retry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri, Version, header};
+use http::{HeaderValue, Method, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use crate::body::{self as rbody, Body};
+use crate::http1::{self, RequestHead, ResponseBody, Upgraded};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{Sender, Slot, Upstream, connect};
-use body::{Download, Upload, UploadWatch};
+use crate::upstream::{Slot, Upstream};
+pub(crate) use body::Held;
+use body::{Upload, UploadWatch};
 pub use error::ProxyError;
 use retry::Failed;
 
@@ -50,8 +51,8 @@ async fn try_forward(
 ) -> Result<Response<Body>, ProxyError> {
     let req = out.request;
     let upgrading = headers::wants_upgrade(&req.headers);
-    let head = upstream_head(req, upgrading);
     let (body, upload) = upload(out.body, out.max_body_size, out.state);
+    let head = upstream_head(req, upgrading, body.is_some());
     let replayable = body.is_none() && is_idempotent(&req.method);
     let plan = retry::Plan {
         client: client_ip(req.remote),
@@ -60,23 +61,20 @@ async fn try_forward(
         upload: upload.as_deref(),
     };
     let buffer = replayable && !upgrading;
-    let (head, watch) = (&head, upload.as_deref());
-    let got = retry::run(upstream, plan, |slot, body| async move {
-        let outgoing = build(head, body.unwrap_or_else(rbody::empty));
-        let sent = attempt_one(upstream, slot, outgoing, watch).await?;
-        if buffer && is_small(&sent.response) {
-            return buffered(upstream, sent)
+    // Taken by the attempt that gets the answer.
+    let client_upgrade = std::sync::Mutex::new(out.upgrade);
+    let (head, client_upgrade) = (&head, &client_upgrade);
+    retry::run(upstream, plan, |slot, body| async move {
+        let (response, slot) = attempt_one(upstream, slot, head, body).await?;
+        if buffer && is_small(&response) {
+            return buffered(upstream, response, slot)
                 .await
-                .map(Got::Whole)
                 .map_err(Failed::sent);
         }
-        Ok(Got::Streaming(sent))
+        let client = client_upgrade.lock().ok().and_then(|mut u| u.take());
+        Ok(respond(response, slot, upgrading, client))
     })
-    .await?;
-    Ok(match got {
-        Got::Whole(response) => response,
-        Got::Streaming(sent) => respond(upstream, sent, upgrading, out.upgrade),
-    })
+    .await
 }
 
 /// The client's body on its way upstream, and what the proxy can see of it; `None` for an empty body.
@@ -94,139 +92,77 @@ pub(crate) fn upload(
     }
 }
 
-/// An answer from one attempt: read whole already, or to be streamed.
-enum Got {
-    Whole(Response<Body>),
-    Streaming(Sent),
-}
-
-struct Sent {
-    response: Response<Incoming>,
-    sender: Sender,
-    slot: Slot,
-}
-
-/// One try on one server: a pooled connection if one is idle, else a new one.
+/// One try on one server: a pooled connection if one is idle, else a new one. The answer's head, its body
+/// to come, and the slot still held on the server; the connection goes back to the pool when the body ends
+/// cleanly.
 async fn attempt_one(
     upstream: &Upstream,
     slot: Slot,
-    req: Request<Body>,
-    upload: Option<&UploadWatch>,
-) -> Result<Sent, Failed> {
+    head: &RequestHead,
+    body: Option<Body>,
+) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
-    let (mut sender, reused) = match reuse(&server.pool, timeouts).await {
-        Some(s) => (s, true),
-        None => match connect(&server.addr, timeouts.connect).await {
-            Ok(s) => {
+    let (conn, reused) = match server.pool.take(timeouts.idle) {
+        Some(conn) => (conn, true),
+        None => match http1::connect(&server.addr, timeouts.connect).await {
+            Ok(conn) => {
                 server.opened();
-                (s, false)
+                (conn, false)
             }
             Err(source) => {
                 return Err(Failed {
                     error: ProxyError::connect(&server.addr, timeouts.connect, source),
-                    unsent: Some(req.into_body()),
+                    unsent: body,
                     stale: false,
                 });
             }
         },
     };
-    let send = sender.try_send_request(req);
-    match await_answer(send, timeouts.read, upload).await {
-        Ok(Ok(response)) => Ok(Sent {
-            response,
-            sender,
-            slot,
+    match conn.send(head, body, timeouts.read).await {
+        Ok(mut response) => {
+            let pool = server.clone();
+            response
+                .body_mut()
+                .on_reuse(move |conn| pool.pool.put(conn));
+            Ok((response, slot))
+        }
+        Err(e) => Err(Failed {
+            error: broken(&slot, upstream, e.error),
+            stale: reused && e.stale,
+            unsent: e.unsent,
         }),
-        Ok(Err(mut e)) => {
-            let unsent = e.take_message().map(Request::into_body);
-            let stale = reused && unsent.is_some();
-            let error = ProxyError::Broken {
-                server: server.addr.to_string(),
-                source: e.into_error().into(),
-            };
-            Err(Failed {
-                error,
-                unsent,
-                stale,
-            })
-        }
-        Err(_) => Err(Failed::sent(ProxyError::Timeout {
-            server: server.addr.to_string(),
-            secs: timeouts.read.as_secs_f64(),
-        })),
     }
 }
 
-/// Waits for the response head: at most `read` after the request body last made progress (so a long upload
-/// that keeps moving never times out, and a server that stops reading or answering does).
-async fn await_answer<F: std::future::Future>(
-    send: F,
-    read: Duration,
-    upload: Option<&UploadWatch>,
-) -> Result<F::Output, ()> {
-    tokio::pin!(send);
-    let mut deadline = tokio::time::Instant::now() + read;
-    loop {
-        tokio::select! {
-            out = &mut send => return Ok(out),
-            _ = tokio::time::sleep_until(deadline) => {
-                let moved = upload.map(|u| u.last_progress() + read);
-                match moved {
-                    Some(later) if later > deadline => deadline = later,
-                    _ => return Err(()),
-                }
-            }
-        }
+/// An HTTP failure as the proxy reports it: a timeout (504) or a broken exchange (502).
+fn broken(slot: &Slot, upstream: &Upstream, error: http1::Error) -> ProxyError {
+    let server = slot.server.addr.to_string();
+    match error.is_timeout() {
+        true => ProxyError::Timeout {
+            server,
+            secs: upstream.conf.timeouts.read.as_secs_f64(),
+        },
+        false => ProxyError::Broken {
+            server,
+            source: Box::new(error),
+        },
     }
 }
 
-/// A pooled connection, once it is ready for a new request.
-async fn reuse(
-    pool: &crate::upstream::Pool<Sender>,
-    timeouts: crate::upstream::conf::Timeouts,
-) -> Option<Sender> {
-    while let Some(mut sender) = pool.take(timeouts.idle) {
-        if let Ok(Ok(())) = tokio::time::timeout(timeouts.connect, sender.ready()).await {
-            return Some(sender);
-        }
-    }
-    None
-}
-
-/// The request head as it goes upstream: the target as received (after `rewrite`), hop-by-hop fields removed,
-/// `X-Forwarded-*` added.
-struct Head {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-}
-
-fn upstream_head(req: &RequestInfo, upgrading: bool) -> Head {
+/// The request head as it goes upstream, encoded once for every attempt: the target as received (after
+/// `rewrite`), hop-by-hop fields and `Expect` removed (rein reads the client's body itself, so the server
+/// has nothing to agree to), `X-Forwarded-*` added.
+fn upstream_head(req: &RequestInfo, upgrading: bool, body: bool) -> RequestHead {
     let mut headers = req.headers.clone();
     headers::strip_hop_by_hop(&mut headers, upgrading);
+    headers.remove(header::EXPECT);
     let host = req.headers.get(header::HOST).cloned();
     headers::add_forwarded(&mut headers, req.remote, req.scheme, host);
     if !headers.contains_key(header::HOST) {
         headers.insert(header::HOST, HeaderValue::from_static("localhost"));
     }
-    Head {
-        method: req.method.clone(),
-        uri: req
-            .request_uri
-            .parse()
-            .unwrap_or_else(|_| Uri::from_static("/")),
-        headers,
-    }
-}
-
-fn build(head: &Head, body: Body) -> Request<Body> {
-    let mut req = Request::new(body);
-    *req.method_mut() = head.method.clone();
-    *req.uri_mut() = head.uri.clone();
-    *req.version_mut() = Version::HTTP_11;
-    *req.headers_mut() = head.headers.clone();
-    req
+    RequestHead::new(&req.method, &req.request_uri, &headers, body, upgrading)
 }
 
 pub(crate) fn is_idempotent(method: &Method) -> bool {
@@ -240,37 +176,22 @@ pub(crate) fn is_idempotent(method: &Method) -> bool {
 /// server that dies in the middle of one costs a retry rather than a truncated response.
 const BUFFERED: u64 = 64 * 1024;
 
-fn is_small(response: &Response<Incoming>) -> bool {
+fn is_small(response: &Response<ResponseBody>) -> bool {
     http_body::Body::size_hint(response.body())
         .exact()
         .is_some_and(|n| n <= BUFFERED)
 }
 
-async fn buffered(upstream: &Upstream, sent: Sent) -> Result<Response<Body>, ProxyError> {
-    let Sent {
-        response,
-        sender,
-        slot,
-    } = sent;
-    let (mut parts, incoming) = response.into_parts();
-    let server = slot.server.addr.to_string();
-    let read = upstream.conf.timeouts.read;
-    let bytes = match tokio::time::timeout(read, http_body_util::BodyExt::collect(incoming)).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(source)) => {
-            return Err(ProxyError::Broken {
-                server,
-                source: source.into(),
-            });
-        }
-        Err(_) => {
-            return Err(ProxyError::Timeout {
-                server,
-                secs: read.as_secs_f64(),
-            });
-        }
+async fn buffered(
+    upstream: &Upstream,
+    response: Response<ResponseBody>,
+    slot: Slot,
+) -> Result<Response<Body>, ProxyError> {
+    let (mut parts, answer) = response.into_parts();
+    let bytes = match http_body_util::BodyExt::collect(answer).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return Err(broken(&slot, upstream, e)),
     };
-    slot.server.pool.put(sender);
     slot.record(true);
     drop(slot);
     headers::strip_hop_by_hop(&mut parts.headers, false);
@@ -280,46 +201,32 @@ async fn buffered(upstream: &Upstream, sent: Sent) -> Result<Response<Body>, Pro
 /// The server's answer as it goes to the client: hop-by-hop fields removed, the body streamed back, or, for a
 /// `101 Switching Protocols`, a tunnel between the two upgraded connections.
 fn respond(
-    upstream: &Arc<Upstream>,
-    sent: Sent,
+    response: Response<ResponseBody>,
+    slot: Slot,
     upgrading: bool,
     client: Option<OnUpgrade>,
 ) -> Response<Body> {
-    let Sent {
-        mut response,
-        sender,
-        slot,
-    } = sent;
-    let switching = upgrading && response.status() == StatusCode::SWITCHING_PROTOCOLS;
-    headers::strip_hop_by_hop(response.headers_mut(), switching);
-    if switching && let Some(client) = client {
-        let server = hyper::upgrade::on(&mut response);
+    let (mut parts, mut answer) = response.into_parts();
+    let switching = upgrading && parts.status == StatusCode::SWITCHING_PROTOCOLS;
+    headers::strip_hop_by_hop(&mut parts.headers, switching);
+    if switching && let (Some(client), Some(server)) = (client, answer.take_upgraded()) {
         slot.record(true);
         tokio::spawn(tunnel(client, server, slot));
-        drop(sender);
-        let (parts, _) = response.into_parts();
         return Response::from_parts(parts, rbody::empty());
     }
-    let (parts, incoming) = response.into_parts();
-    let download = Download::new(incoming, sender, upstream.conf.timeouts.read, slot);
-    Response::from_parts(parts, Body::new(download))
+    Response::from_parts(parts, Body::new(Held::new(answer, slot)))
 }
 
 /// Copies bytes both ways between the client and the server after an upgrade, until either side closes.
-async fn tunnel(client: OnUpgrade, server: OnUpgrade, slot: Slot) {
-    let (client, server) = tokio::join!(client, server);
-    match (client, server) {
-        (Ok(client), Ok(server)) => {
-            let (mut c, mut s) = (TokioIo::new(client), TokioIo::new(server));
-            if let Err(e) = tokio::io::copy_bidirectional(&mut c, &mut s).await {
+async fn tunnel(client: OnUpgrade, mut server: Upgraded, slot: Slot) {
+    match client.await {
+        Ok(client) => {
+            let mut client = TokioIo::new(client);
+            if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut server).await {
                 tracing::debug!(server = %slot.server.addr, error = %e, "upgraded connection ended");
             }
         }
-        (c, s) => tracing::debug!(
-            client_ok = c.is_ok(),
-            server_ok = s.is_ok(),
-            "upgrade failed"
-        ),
+        Err(e) => tracing::debug!(error = %e, "client upgrade failed"),
     }
     drop(slot);
 }

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use http::{Request, header};
+use http::{HeaderMap, HeaderValue, Method, header};
 use http_body_util::BodyExt;
 
 use super::conf::ActiveCheck;
-use super::{ServerState, Ticker, WeakUpstream, connect};
-use crate::body;
+use super::{ServerState, Ticker, WeakUpstream};
+use crate::http1::{RequestHead, connect};
 
 pub async fn run(upstream: WeakUpstream) {
     let Some(interval) = upstream
@@ -37,14 +37,16 @@ pub async fn run(upstream: WeakUpstream) {
 /// One probe: true when the server answers the check path with an expected status within the timeout.
 async fn probe(server: &ServerState, check: &ActiveCheck) -> bool {
     let attempt = async {
-        let mut sender = connect(&server.addr, check.timeout).await.ok()?;
-        let req = Request::get(check.path.as_str())
-            .header(header::HOST, "localhost")
-            .header(header::USER_AGENT, "rein-health-check")
-            .header(header::CONNECTION, "close")
-            .body(body::empty())
-            .ok()?;
-        let response = sender.send_request(req).await.ok()?;
+        let conn = connect(&server.addr, check.timeout).await.ok()?;
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("localhost"));
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static("rein-health-check"),
+        );
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        let head = RequestHead::new(&Method::GET, &check.path, &headers, false, false);
+        let response = conn.send(&head, None, check.timeout).await.ok()?;
         let status = response.status().as_u16();
         let _ = response.into_body().collect().await;
         Some((check.status.0..=check.status.1).contains(&status))

@@ -11,6 +11,7 @@ pub mod health;
 mod pool;
 #[cfg(test)]
 mod slots_tests;
+pub mod socket;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -26,13 +27,13 @@ use tokio::sync::Notify;
 use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
 use health::{Change, Health};
-pub use pool::{Pool, Pooled, Sender, connect};
+pub use pool::{Pool, Pooled};
 
 /// One server of one upstream.
 pub struct ServerState {
     pub addr: ServerAddr,
     /// Idle HTTP connections.
-    pub pool: Pool<Sender>,
+    pub pool: Pool<crate::http1::Conn>,
     /// Idle FastCGI connections (a server may be reached both ways: the pools are apart).
     pub fcgi: Pool<crate::fastcgi::Conn>,
     /// Requests waiting for an answer on a FastCGI connection they just opened.

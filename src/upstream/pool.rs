@@ -1,26 +1,16 @@
-//! Keep-alive connections to one server: dialled over TCP or a Unix socket, kept idle for reuse up to the
-//! upstream's idle timeout, and dropped when the server closes them. One pool per transport: HTTP senders
-//! here, FastCGI connections in [`crate::fastcgi`].
+//! Keep-alive connections to one server, kept idle for reuse up to the upstream's idle timeout and dropped
+//! when the server closes them. One pool per transport and server: HTTP connections ([`crate::http1`]) and
+//! FastCGI ones ([`crate::fastcgi`]).
 
 use std::collections::VecDeque;
-use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpStream, UnixStream};
-
-use super::conf::ServerAddr;
-use crate::body::Body;
 use crate::workers;
 
 /// Idle connections kept per server and worker, at most (nginx's `keepalive` is a per-worker 64 in common
 /// setups; a larger pool spares new connections under bursts, each idle one costs a few KB).
 const MAX_IDLE: usize = 256;
-
-pub type Sender = SendRequest<Body>;
 
 /// A connection that can wait in a pool.
 pub trait Pooled {
@@ -40,9 +30,14 @@ pub trait Pooled {
     }
 }
 
-impl Pooled for Sender {
+impl Pooled for crate::http1::Conn {
     fn is_closed(&self) -> bool {
-        SendRequest::is_closed(self)
+        crate::http1::Conn::is_closed(self)
+    }
+
+    /// Put back only after a clean exchange: checked when next taken.
+    fn worth_keeping(&self) -> bool {
+        true
     }
 }
 
@@ -59,8 +54,8 @@ pub struct Pool<C> {
 
 impl<C> Pool<C> {
     /// A list per worker, each taking only the connections it made. For HTTP: a connection's socket is
-    /// registered with its worker's reactor and its driving task runs there, so one used from another
-    /// worker would wake across threads on every read. nginx keeps its `keepalive` connections per worker
+    /// registered with its worker's reactor, so one used from another worker would wake across threads on
+    /// every read. nginx keeps its `keepalive` connections per worker
     /// process for the same reason.
     pub fn per_worker() -> Self {
         Self::with_shards(workers::count())
@@ -164,38 +159,6 @@ fn drop_expired<C>(idle: &mut VecDeque<Idle<C>>, idle_timeout: Duration) {
     {
         idle.pop_front();
     }
-}
-
-/// Dials `addr` and completes the HTTP/1.1 handshake within `timeout`.
-pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Sender> {
-    let dial = async {
-        match addr {
-            ServerAddr::Tcp(sa) => {
-                let s = TcpStream::connect(sa).await?;
-                let _ = s.set_nodelay(true);
-                handshake(s).await
-            }
-            ServerAddr::Unix(path) => handshake(UnixStream::connect(path).await?).await,
-        }
-    };
-    tokio::time::timeout(timeout, dial)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))?
-}
-
-async fn handshake<S>(stream: S) -> io::Result<Sender>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, conn) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(io::Error::other)?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.with_upgrades().await {
-            tracing::debug!(error = %e, "upstream connection ended with an error");
-        }
-    });
-    Ok(sender)
 }
 
 #[cfg(test)]

@@ -1,0 +1,424 @@
+//! The heads of an exchange: the request's, encoded once per request and written as is on every attempt,
+//! and the response's, parsed with `httparse` and read for how its body is framed (RFC 9112 §6.3).
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
+
+/// Most fields accepted in a response head (hyper's default too).
+const MAX_HEADERS: usize = 100;
+/// The longest response head accepted.
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// A request head ready to go out, and what the answer's framing depends on.
+#[derive(Clone, Debug)]
+pub struct RequestHead {
+    bytes: Bytes,
+    chunked: bool,
+    is_head: bool,
+    upgrade: bool,
+}
+
+impl RequestHead {
+    /// The head of a request to `target` (origin-form, as received: a target with a control character or a
+    /// space would split the request line, and is sent as `/`). `headers` go as given, hop-by-hop fields
+    /// already removed; `body` says whether a body follows. A body of unknown length is sent chunked; a
+    /// `POST`, `PUT` or `PATCH` without one gets `Content-Length: 0`, which some servers insist on.
+    pub fn new(
+        method: &Method,
+        target: &str,
+        headers: &HeaderMap,
+        body: bool,
+        upgrade: bool,
+    ) -> RequestHead {
+        let target = if is_safe_target(target) { target } else { "/" };
+        let length = headers.contains_key(header::CONTENT_LENGTH);
+        let chunked = body && !length;
+        let fields: usize = headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 4)
+            .sum();
+        let mut out = BytesMut::with_capacity(method.as_str().len() + target.len() + fields + 64);
+        out.put_slice(method.as_str().as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(target.as_bytes());
+        out.put_slice(b" HTTP/1.1\r\n");
+        for (name, value) in headers {
+            out.put_slice(name.as_str().as_bytes());
+            out.put_slice(b": ");
+            out.put_slice(value.as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        if chunked {
+            out.put_slice(b"transfer-encoding: chunked\r\n");
+        } else if !body && !length && expects_body(method) {
+            out.put_slice(b"content-length: 0\r\n");
+        }
+        out.put_slice(b"\r\n");
+        RequestHead {
+            bytes: out.freeze(),
+            chunked,
+            is_head: *method == Method::HEAD,
+            upgrade,
+        }
+    }
+
+    /// The encoded head.
+    pub fn bytes(&self) -> Bytes {
+        self.bytes.clone()
+    }
+
+    /// Whether the body goes out in chunks.
+    pub fn chunked(&self) -> bool {
+        self.chunked
+    }
+}
+
+/// Visible ASCII only: what a request line can carry between its spaces.
+fn is_safe_target(target: &str) -> bool {
+    !target.is_empty() && target.bytes().all(|b| (0x21..0x7f).contains(&b))
+}
+
+fn expects_body(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+}
+
+/// How a response's body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// None at all: an answer to `HEAD`, a 204 or a 304.
+    Empty,
+    Length(u64),
+    Chunked,
+    /// Until the server closes the connection.
+    Close,
+    /// The connection switches protocols after the head (a 101 to an `Upgrade` request).
+    Upgrade,
+}
+
+/// A parsed response head.
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub status: StatusCode,
+    pub version: Version,
+    pub headers: HeaderMap,
+    pub framing: Framing,
+    /// Whether the connection may carry another request once this body ends.
+    pub keep_alive: bool,
+}
+
+/// Why a response head was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HeadError {
+    #[error("malformed response head: {0}")]
+    Malformed(httparse::Error),
+    #[error("response head longer than {MAX_HEAD} bytes")]
+    TooLarge,
+    #[error("invalid header field {0:?}")]
+    Field(String),
+    #[error("invalid Content-Length")]
+    Length,
+    #[error("101 Switching Protocols to a request that did not ask to switch")]
+    UnaskedUpgrade,
+}
+
+/// Parses the final response head at the start of `buf` and removes it; interim (1xx) answers other than
+/// 101 are skipped. `None`: the head is not complete yet.
+pub fn parse_response(
+    buf: &mut BytesMut,
+    request: &RequestHead,
+) -> Result<Option<ResponseHead>, HeadError> {
+    loop {
+        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut fields);
+        let len = match parsed.parse(buf).map_err(HeadError::Malformed)? {
+            httparse::Status::Complete(len) => len,
+            httparse::Status::Partial if buf.len() > MAX_HEAD => return Err(HeadError::TooLarge),
+            httparse::Status::Partial => return Ok(None),
+        };
+        // httparse checked the code's three digits.
+        let code = parsed.code.unwrap_or(502);
+        let status = StatusCode::from_u16(code)
+            .map_err(|_| HeadError::Malformed(httparse::Error::Status))?;
+        if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
+            buf.advance(len);
+            continue;
+        }
+        let version = match parsed.version {
+            Some(0) => Version::HTTP_10,
+            _ => Version::HTTP_11,
+        };
+        let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+        for field in parsed.headers.iter() {
+            let name = HeaderName::from_bytes(field.name.as_bytes())
+                .map_err(|_| HeadError::Field(field.name.to_owned()))?;
+            let value = HeaderValue::from_bytes(field.value)
+                .map_err(|_| HeadError::Field(field.name.to_owned()))?;
+            headers.append(name, value);
+        }
+        buf.advance(len);
+        let (framing, delimited) = framing(status, &headers, request)?;
+        let keep_alive = delimited && persistent(version, &headers);
+        return Ok(Some(ResponseHead {
+            status,
+            version,
+            headers,
+            framing,
+            keep_alive,
+        }));
+    }
+}
+
+/// How the body is delimited, and whether the connection can outlive it as far as framing goes.
+fn framing(
+    status: StatusCode,
+    headers: &HeaderMap,
+    request: &RequestHead,
+) -> Result<(Framing, bool), HeadError> {
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return match request.upgrade {
+            true => Ok((Framing::Upgrade, false)),
+            false => Err(HeadError::UnaskedUpgrade),
+        };
+    }
+    if request.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Ok((Framing::Empty, true));
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        // Chunked only if it is the last coding; a Content-Length beside it is ignored, and since such a
+        // message may be an attempt at smuggling, the connection is not reused after it.
+        let clean = !headers.contains_key(header::CONTENT_LENGTH);
+        return Ok(match last_coding_is_chunked(headers) {
+            true => (Framing::Chunked, clean),
+            false => (Framing::Close, false),
+        });
+    }
+    match content_length(headers)? {
+        Some(n) => Ok((Framing::Length(n), true)),
+        None => Ok((Framing::Close, false)),
+    }
+}
+
+fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
+    let last = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .next_back();
+    last.and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+}
+
+/// The Content-Length, if any: every value (several fields, or a list in one) must be the same number.
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
+    let mut found = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        let text = value.to_str().map_err(|_| HeadError::Length)?;
+        for item in text.split(',') {
+            let item = item.trim();
+            if item.is_empty() || !item.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(HeadError::Length);
+            }
+            let n: u64 = item.parse().map_err(|_| HeadError::Length)?;
+            if found.is_some_and(|f| f != n) {
+                return Err(HeadError::Length);
+            }
+            found = Some(n);
+        }
+    }
+    Ok(found)
+}
+
+/// HTTP/1.1 keeps the connection unless told `close`; HTTP/1.0 closes it unless told `keep-alive`.
+fn persistent(version: Version, headers: &HeaderMap) -> bool {
+    let says = |token: &str| {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    };
+    match version {
+        Version::HTTP_10 => says("keep-alive"),
+        _ => !says("close"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get() -> RequestHead {
+        RequestHead::new(&Method::GET, "/", &HeaderMap::new(), false, false)
+    }
+
+    fn parse(text: &str, request: &RequestHead) -> Result<Option<ResponseHead>, HeadError> {
+        let mut buf = BytesMut::from(text);
+        parse_response(&mut buf, request)
+    }
+
+    fn framing_of(text: &str) -> (Framing, bool) {
+        let head = parse(text, &get()).unwrap().unwrap();
+        (head.framing, head.keep_alive)
+    }
+
+    #[test]
+    fn a_request_head_is_encoded_with_its_framing() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("example.com"));
+        let head = RequestHead::new(&Method::GET, "/a?b=c", &headers, false, false);
+        assert_eq!(
+            head.bytes(),
+            "GET /a?b=c HTTP/1.1\r\nhost: example.com\r\n\r\n"
+        );
+        let chunked = RequestHead::new(&Method::POST, "/", &headers, true, false);
+        assert!(chunked.chunked());
+        assert!(
+            chunked
+                .bytes()
+                .ends_with(b"transfer-encoding: chunked\r\n\r\n")
+        );
+        let empty = RequestHead::new(&Method::POST, "/", &headers, false, false);
+        assert!(empty.bytes().ends_with(b"content-length: 0\r\n\r\n"));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        let sized = RequestHead::new(&Method::PUT, "/", &headers, true, false);
+        assert!(!sized.chunked());
+        assert!(sized.bytes().ends_with(b"content-length: 3\r\n\r\n"));
+    }
+
+    #[test]
+    fn a_target_that_would_split_the_request_line_goes_as_slash() {
+        for bad in ["/a b", "/a\r\nX: y", "", "/\u{e9}"] {
+            let head = RequestHead::new(&Method::GET, bad, &HeaderMap::new(), false, false);
+            assert!(head.bytes().starts_with(b"GET / HTTP/1.1\r\n"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_partial_head_waits_and_a_complete_one_is_consumed() {
+        let mut buf = BytesMut::from("HTTP/1.1 200 OK\r\nContent-Len");
+        assert!(parse_response(&mut buf, &get()).unwrap().is_none());
+        buf.extend_from_slice(b"gth: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello");
+        let head = parse_response(&mut buf, &get()).unwrap().unwrap();
+        assert_eq!(head.status, StatusCode::OK);
+        assert_eq!(head.headers.get_all("x-a").iter().count(), 2);
+        assert_eq!(head.framing, Framing::Length(5));
+        assert_eq!(&buf[..], b"hello");
+    }
+
+    #[test]
+    fn interim_answers_are_skipped() {
+        let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+        let head = parse(text, &get()).unwrap().unwrap();
+        assert_eq!(head.status, StatusCode::CREATED);
+        assert!(head.headers.get("link").is_none());
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        assert_eq!(
+            framing_of("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"),
+            (Framing::Length(3), true)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\n"),
+            (Framing::Length(3), true)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            (Framing::Chunked, true)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            (Framing::Chunked, true)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"),
+            (Framing::Close, false)
+        );
+        // Both: the length is ignored, and the connection is not trusted afterwards.
+        assert_eq!(
+            framing_of(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n"
+            ),
+            (Framing::Chunked, false)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 200 OK\r\n\r\n"),
+            (Framing::Close, false)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n"),
+            (Framing::Empty, true)
+        );
+        assert_eq!(
+            framing_of("HTTP/1.1 304 Not Modified\r\n\r\n"),
+            (Framing::Empty, true)
+        );
+        let head = RequestHead::new(&Method::HEAD, "/", &HeaderMap::new(), false, false);
+        let answer = parse("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", &head)
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.framing, Framing::Empty);
+        assert_eq!(answer.headers[header::CONTENT_LENGTH], "9");
+    }
+
+    #[test]
+    fn persistence_follows_the_version_and_connection_field() {
+        assert!(!framing_of("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").1);
+        assert!(!framing_of("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").1);
+        assert!(
+            framing_of("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n").1
+        );
+    }
+
+    #[test]
+    fn bad_heads_are_refused() {
+        let bad = |text: &str| parse(text, &get()).unwrap_err();
+        assert_eq!(
+            bad("HTTP/1.1 200 OK\r\nContent-Length: 3, 4\r\n\r\n"),
+            HeadError::Length
+        );
+        assert_eq!(
+            bad("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
+            HeadError::Length
+        );
+        assert_eq!(
+            bad("HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n"),
+            HeadError::Length
+        );
+        assert_eq!(
+            bad("HTTP/1.1 101 Switching Protocols\r\n\r\n"),
+            HeadError::UnaskedUpgrade
+        );
+        assert!(matches!(
+            bad("HTTP/1.1 2000 OK\r\n\r\n"),
+            HeadError::Malformed(_)
+        ));
+        assert!(matches!(
+            bad("SSH-2.0-OpenSSH\r\n\r\n"),
+            HeadError::Malformed(_)
+        ));
+        let huge = format!("HTTP/1.1 200 OK\r\nX: {}", "a".repeat(MAX_HEAD));
+        assert_eq!(bad(&huge), HeadError::TooLarge);
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: 1\r\n")).collect();
+        assert!(matches!(
+            bad(&format!("HTTP/1.1 200 OK\r\n{many}\r\n")),
+            HeadError::Malformed(_)
+        ));
+    }
+
+    #[test]
+    fn a_switch_is_accepted_when_asked_for() {
+        let head = RequestHead::new(&Method::GET, "/ws", &HeaderMap::new(), false, true);
+        let answer = parse(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nframe",
+            &head,
+        );
+        let answer = answer.unwrap().unwrap();
+        assert_eq!(
+            (answer.framing, answer.keep_alive),
+            (Framing::Upgrade, false)
+        );
+    }
+}
