@@ -18,7 +18,6 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::time::{Instant, Sleep};
 
 use super::cgi::{Head, HeadError, HeadParser};
 use super::params::Params;
@@ -28,6 +27,7 @@ use super::record::{
 use crate::body::Body;
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::socket::{Acks, Io};
+use crate::upstream::stall::Stall;
 use crate::workers;
 
 /// The one request id: a connection carries one request at a time (PHP-FPM does not multiplex).
@@ -312,9 +312,7 @@ struct Exchange {
     ended: Option<(u32, ProtocolStatus)>,
     /// The start of a STDERR line whose end has not arrived.
     stderr: Vec<u8>,
-    read_timeout: Duration,
-    /// Fires when nothing has moved for `read_timeout`.
-    timer: Pin<Box<Sleep>>,
+    stall: Stall,
 }
 
 impl Exchange {
@@ -341,8 +339,7 @@ impl Exchange {
             write_failed: false,
             ended: None,
             stderr: Vec::new(),
-            read_timeout,
-            timer: Box::pin(tokio::time::sleep(read_timeout)),
+            stall: Stall::new(read_timeout),
         };
         if ex.body.is_none() {
             ex.end_stdin();
@@ -353,12 +350,6 @@ impl Exchange {
     fn end_stdin(&mut self) {
         record::encode_stream_end(&mut self.out, RecordType::Stdin, REQUEST_ID);
         self.stdin_ended = true;
-    }
-
-    /// Something moved: the stall timer starts again.
-    fn touch(&mut self) {
-        let deadline = Instant::now() + self.read_timeout;
-        self.timer.as_mut().reset(deadline);
     }
 
     /// The body, if none of it was taken.
@@ -389,7 +380,7 @@ impl Exchange {
                     Poll::Ready(Ok(0)) => self.write_failed(io::ErrorKind::WriteZero.into()),
                     Poll::Ready(Ok(n)) => {
                         self.out.advance(n);
-                        self.touch();
+                        self.stall.moved();
                     }
                     Poll::Ready(Err(e)) => self.write_failed(e),
                     Poll::Pending => return Ok(()),
@@ -402,7 +393,7 @@ impl Exchange {
             match Pin::new(body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     self.consumed = true;
-                    self.touch();
+                    self.stall.moved();
                     // Trailers have no place in FastCGI: dropped.
                     if let Ok(data) = frame.into_data() {
                         let (out, id) = (&mut self.out, REQUEST_ID);
@@ -447,7 +438,7 @@ impl Exchange {
                 Ok(0) => return Poll::Ready(Err(Error::Closed)),
                 Ok(_) => {
                     self.answered = true;
-                    self.touch();
+                    self.stall.moved();
                 }
                 Err(e) => return Poll::Ready(Err(Error::Io(e))),
             }
@@ -461,8 +452,8 @@ impl Exchange {
             let record = match self.poll_record(cx) {
                 Poll::Ready(r) => r?,
                 Poll::Pending => {
-                    ready!(self.timer.as_mut().poll(cx));
-                    return Poll::Ready(Err(Error::Timeout(self.read_timeout)));
+                    ready!(self.stall.poll(cx));
+                    return Poll::Ready(Err(Error::Timeout(self.stall.timeout())));
                 }
             };
             match record {

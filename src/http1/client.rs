@@ -18,13 +18,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
 
 use super::chunked::{self, ChunkError, Decoded, Decoder};
 use super::head::{Framing, HeadError, RequestHead, ResponseHead, parse_response};
 use crate::body::Body;
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::socket::{Acks, Io};
+use crate::upstream::stall::Stall;
 
 /// Room made in the read buffer before a read, at first; doubled while reads fill it, up to [`MAX_READ`].
 const FIRST_READ: usize = 8 * 1024;
@@ -216,7 +216,7 @@ impl Exchange {
                     Poll::Ready(Ok(0)) => self.write_failed(io::ErrorKind::WriteZero.into()),
                     Poll::Ready(Ok(written)) => {
                         advance(&mut self.out, written);
-                        self.stall.touch();
+                        self.stall.moved();
                     }
                     Poll::Ready(Err(e)) => self.write_failed(e),
                     Poll::Pending => return Ok(()),
@@ -229,7 +229,7 @@ impl Exchange {
             match Pin::new(body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     self.consumed = true;
-                    self.stall.touch();
+                    self.stall.moved();
                     // Trailers are dropped: few servers read them, and the head did not announce them.
                     if let Ok(data) = frame.into_data()
                         && !data.is_empty()
@@ -281,7 +281,7 @@ impl Exchange {
             Poll::Ready(Ok(n)) => {
                 if n > 0 {
                     self.answered = true;
-                    self.stall.touch();
+                    self.stall.moved();
                     if n == room {
                         conn.read_size = (conn.read_size * 2).min(MAX_READ);
                     }
@@ -291,7 +291,7 @@ impl Exchange {
             Poll::Ready(Err(e)) => Poll::Ready(Err(Error::Io(e))),
             Poll::Pending => {
                 ready!(self.stall.poll(cx));
-                Poll::Ready(Err(Error::Timeout(self.stall.timeout)))
+                Poll::Ready(Err(Error::Timeout(self.stall.timeout())))
             }
         }
     }
@@ -345,45 +345,6 @@ fn advance(out: &mut VecDeque<Bytes>, mut n: usize) {
         }
         n -= front.len();
         out.pop_front();
-    }
-}
-
-/// The read timeout of an exchange: it fires when nothing has moved either way for `timeout`. Movement only
-/// notes the time; the timer is set when a wait begins, so a busy exchange does not re-arm it at every read.
-struct Stall {
-    timeout: Duration,
-    moved: Instant,
-    timer: Option<Pin<Box<Sleep>>>,
-}
-
-impl Stall {
-    fn new(timeout: Duration) -> Stall {
-        Stall {
-            timeout,
-            moved: Instant::now(),
-            timer: None,
-        }
-    }
-
-    fn touch(&mut self) {
-        self.moved = Instant::now();
-    }
-
-    /// Ready once `timeout` has passed since the last movement.
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            let deadline = self.moved + self.timeout;
-            let timer = self
-                .timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-            if timer.deadline() != deadline {
-                timer.as_mut().reset(deadline);
-            }
-            ready!(timer.as_mut().poll(cx));
-            if Instant::now() >= self.moved + self.timeout {
-                return Poll::Ready(());
-            }
-        }
     }
 }
 

@@ -114,8 +114,14 @@ pub(crate) async fn wait_for_server(
     if upstream.exhausted(excluded) {
         return None;
     }
-    let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     let first_try = excluded.is_empty();
+    // The common case: nobody in line and a server free. Nothing to register for, no clock to read.
+    let behind = first_try && upstream.queued() > 0;
+    if !behind && let Some(found) = upstream.pick(client, excluded) {
+        return Some(found);
+    }
+    let _waiting = upstream.waiting();
+    let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     let mut in_line = None;
     loop {
         // Register interest before looking, so a change between the look and the wait is not missed.

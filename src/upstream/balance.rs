@@ -51,6 +51,18 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// A placeholder that is never chosen.
+    pub const NONE: Candidate = Candidate {
+        weight: 0.0,
+        active: 0,
+        available: false,
+    };
+
+    /// Whether it may be chosen at all.
+    pub fn is_usable(&self) -> bool {
+        self.usable()
+    }
+
     fn usable(&self) -> bool {
         self.available && self.weight.is_finite() && self.weight > 0.0
     }

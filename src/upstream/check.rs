@@ -28,7 +28,7 @@ pub async fn run(upstream: WeakUpstream) {
         let probes = members.iter().map(|m| probe(&m.state, &check));
         let results = futures_util::future::join_all(probes).await;
         for (member, ok) in members.iter().zip(results) {
-            let change = member.state.health().probe(&check.rules, ok);
+            let change = member.state.update_health(|h| h.probe(&check.rules, ok));
             up.announce(&member.state, change, "health check");
         }
     }

@@ -84,6 +84,12 @@ impl Health {
         !self.down && !self.passive_out(now)
     }
 
+    /// Nothing is held against the server: no failure since the last success, no passive time-out
+    /// recorded, not marked down. Such a server is available, and a success changes nothing.
+    pub fn is_clean(&self) -> bool {
+        self.failures == 0 && self.out_until.is_none() && !self.down
+    }
+
     /// A request to this server failed (connect refused/reset/timeout...).
     ///
     /// Returns [`Change::WentDown`] when this failure starts a passive

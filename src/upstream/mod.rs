@@ -12,6 +12,7 @@ mod pool;
 #[cfg(test)]
 mod slots_tests;
 pub mod socket;
+pub mod stall;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -45,6 +46,9 @@ pub struct ServerState {
     /// unless its upstream gives it a `max_connections` (see [`Slot::limit`]).
     pub fcgi_serves_all: bool,
     health: Mutex<Health>,
+    /// The health is clean ([`Health::is_clean`]): what every request asks, answered without the lock that
+    /// the other worker threads take too. Written under that lock.
+    clean: AtomicBool,
     active: AtomicU32,
     /// Taken out of its upstream (an app instance about to stop): no new request may start on it.
     withdrawn: AtomicBool,
@@ -64,6 +68,7 @@ impl ServerState {
             fcgi_waiting: AtomicU32::new(0),
             fcgi_serves_all: false,
             health: Mutex::new(Health::new()),
+            clean: AtomicBool::new(true),
             active: AtomicU32::new(0),
             withdrawn: AtomicBool::new(false),
             opened: AtomicU64::new(0),
@@ -84,8 +89,22 @@ impl ServerState {
         self.health.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Changes the health, keeping `clean` in step.
+    fn update_health<R>(&self, f: impl FnOnce(&mut Health) -> R) -> R {
+        let mut health = self.health();
+        let result = f(&mut health);
+        self.clean.store(health.is_clean(), Ordering::Release);
+        result
+    }
+
+    /// Available as far as health goes. The clock is read only for a server with something held against it.
+    fn is_available(&self, now: &mut LazyNow) -> bool {
+        self.clean.load(Ordering::Acquire) || self.health().is_available(now.get())
+    }
+
+    /// Requests in flight on it. Sequentially consistent, as the wake-up rule of [`Slot`]'s drop needs.
     pub fn active(&self) -> u32 {
-        self.active.load(Ordering::Relaxed)
+        self.active.load(Ordering::SeqCst)
     }
 
     /// Marks the server as leaving, and tells whether requests are still in flight on it.
@@ -123,6 +142,19 @@ impl ServerState {
     }
 }
 
+/// The time, read once and only if asked for.
+#[derive(Default)]
+struct LazyNow(Option<Instant>);
+
+impl LazyNow {
+    fn get(&mut self) -> Instant {
+        *self.0.get_or_insert_with(Instant::now)
+    }
+}
+
+/// Candidates gathered on the stack when an upstream has at most this many servers.
+const INLINE_CANDIDATES: usize = 16;
+
 /// A slot taken on a server for one request: counted as active until dropped.
 pub struct Slot {
     pub server: Arc<ServerState>,
@@ -140,12 +172,25 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.server.active.fetch_sub(1, Ordering::Relaxed);
+        self.server.active.fetch_sub(1, Ordering::SeqCst);
         // A freed slot may let a request waiting on `max_connections` go: one fresh request (the first in
         // line; waking them all for one slot would cost a pick per waiter per request), and every retry,
-        // whose excluded servers make it unlike the others.
-        self.upstream.freed.notify_one();
-        self.upstream.retrying.notify_waiters();
+        // whose excluded servers make it unlike the others. Nobody waiting, nothing to wake: a waiter counts
+        // itself before it looks for a server, so either it sees this slot free or this sees it waiting
+        // (both sides are sequentially consistent).
+        if self.upstream.waiting.load(Ordering::SeqCst) > 0 {
+            self.upstream.freed.notify_one();
+            self.upstream.retrying.notify_waiters();
+        }
+    }
+}
+
+/// A request counted as waiting for a server (see [`Upstream::waiting`]), until dropped.
+pub struct Waiting(Arc<Upstream>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -181,6 +226,8 @@ pub struct Upstream {
     pub freed: Notify,
     /// Requests waiting for their first server.
     queued: AtomicU32,
+    /// Requests waiting for a server, first or retry: a freed slot wakes someone only if there is one.
+    waiting: AtomicU32,
     /// A slot was freed: wakes every request waiting for a server to retry on.
     pub retrying: Notify,
     /// Whether the servers change at run time: a request that failed on every server may then wait for a new
@@ -212,6 +259,7 @@ impl Upstream {
             changed: Notify::new(),
             freed: Notify::new(),
             queued: AtomicU32::new(0),
+            waiting: AtomicU32::new(0),
             retrying: Notify::new(),
             answered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -255,11 +303,11 @@ impl Upstream {
     }
 
     /// Whether `m` can take a request now (ignoring which servers this request already tried).
-    fn can_take(m: &Member, now: Instant) -> bool {
+    fn can_take(m: &Member, now: &mut LazyNow) -> bool {
         m.weight > 0.0
             && !m.state.withdrawn.load(Ordering::Relaxed)
             && m.max_connections.is_none_or(|max| m.state.active() < max)
-            && m.state.health().is_available(now)
+            && m.state.is_available(now)
     }
 
     /// Takes a slot on the server the balancer picks among those available and not in `exclude`.
@@ -268,23 +316,31 @@ impl Upstream {
         client: Option<IpAddr>,
         exclude: &[Arc<ServerState>],
     ) -> Option<Slot> {
-        let now = Instant::now();
+        let mut now = LazyNow::default();
         loop {
             let members = self.members.load();
-            let candidates: Vec<Candidate> = members
-                .iter()
-                .map(|m| Candidate {
-                    weight: m.weight,
-                    active: m.state.active(),
-                    available: !exclude.iter().any(|e| Arc::ptr_eq(e, &m.state))
-                        && Self::can_take(m, now),
-                })
-                .collect();
-            let index = self
-                .balancer
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pick(self.conf.balance, &candidates, client)?;
+            let mut candidate = |m: &Member| Candidate {
+                weight: m.weight,
+                active: m.state.active(),
+                available: !exclude.iter().any(|e| Arc::ptr_eq(e, &m.state))
+                    && Self::can_take(m, &mut now),
+            };
+            let index = match members.len() {
+                // One server: whatever the algorithm, it is the one if it can take the request. No list, no
+                // balancer lock (shared by every worker thread).
+                1 => Some(0).filter(|_| candidate(&members[0]).is_usable())?,
+                n if n <= INLINE_CANDIDATES => {
+                    let mut list = [Candidate::NONE; INLINE_CANDIDATES];
+                    for (slot, m) in list.iter_mut().zip(members.iter()) {
+                        *slot = candidate(m);
+                    }
+                    self.balance(&list[..n], client)?
+                }
+                _ => {
+                    let list: Vec<Candidate> = members.iter().map(candidate).collect();
+                    self.balance(&list, client)?
+                }
+            };
             let member = &members[index];
             let before = member.state.active.fetch_add(1, Ordering::SeqCst);
             let slot = Slot {
@@ -311,6 +367,13 @@ impl Upstream {
         self.queued.load(Ordering::SeqCst)
     }
 
+    /// Counts a request as waiting for a server, until the guard is dropped: from before its first look
+    /// that may fail, so that no slot freed meanwhile goes without a wake-up.
+    pub fn waiting(self: &Arc<Self>) -> Waiting {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(self.clone())
+    }
+
     /// Counts a request as waiting for its first server, until the guard is dropped.
     pub fn in_line(self: &Arc<Self>) -> InLine {
         self.queued.fetch_add(1, Ordering::SeqCst);
@@ -327,6 +390,13 @@ impl Upstream {
                 .all(|m| excluded.iter().any(|e| Arc::ptr_eq(e, &m.state)))
     }
 
+    fn balance(&self, candidates: &[Candidate], client: Option<IpAddr>) -> Option<usize> {
+        self.balancer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pick(self.conf.balance, candidates, client)
+    }
+
     /// The earliest moment a server out on a passive time-out comes back, if any is out now.
     pub fn next_return(&self) -> Option<Instant> {
         let now = Instant::now();
@@ -341,12 +411,15 @@ impl Upstream {
     /// Records the outcome of a request on `server` for passive health.
     pub fn record(&self, server: &ServerState, ok: bool) {
         let change = if ok {
-            server.health().request_succeeded()
+            // A success on a clean server changes nothing: spare the lock.
+            if server.clean.load(Ordering::Acquire) {
+                return;
+            }
+            server.update_health(Health::request_succeeded)
         } else {
             server.failures.fetch_add(1, Ordering::Relaxed);
-            server
-                .health()
-                .request_failed(&self.conf.passive, Instant::now())
+            let now = Instant::now();
+            server.update_health(|h| h.request_failed(&self.conf.passive, now))
         };
         self.announce(server, change, "request");
     }
