@@ -19,10 +19,7 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
-    /// The head of a request to `target` (origin-form, as received: a target with a control character or a
-    /// space would split the request line, and is sent as `/`). `headers` go as given, hop-by-hop fields
-    /// already removed; `body` says whether a body follows. A body of unknown length is sent chunked; a
-    /// `POST`, `PUT` or `PATCH` without one gets `Content-Length: 0`, which some servers insist on.
+    /// The head of a request with `headers` as they are (see [`HeadWriter`] for the rest).
     pub fn new(
         method: &Method,
         target: &str,
@@ -30,36 +27,15 @@ impl RequestHead {
         body: bool,
         upgrade: bool,
     ) -> RequestHead {
-        let target = if is_safe_target(target) { target } else { "/" };
-        let length = headers.contains_key(header::CONTENT_LENGTH);
-        let chunked = body && !length;
         let fields: usize = headers
             .iter()
             .map(|(n, v)| n.as_str().len() + v.len() + 4)
             .sum();
-        let mut out = BytesMut::with_capacity(method.as_str().len() + target.len() + fields + 64);
-        out.put_slice(method.as_str().as_bytes());
-        out.put_u8(b' ');
-        out.put_slice(target.as_bytes());
-        out.put_slice(b" HTTP/1.1\r\n");
+        let mut head = HeadWriter::new(method, target, fields);
         for (name, value) in headers {
-            out.put_slice(name.as_str().as_bytes());
-            out.put_slice(b": ");
-            out.put_slice(value.as_bytes());
-            out.put_slice(b"\r\n");
+            head.field(name.as_str(), value.as_bytes());
         }
-        if chunked {
-            out.put_slice(b"transfer-encoding: chunked\r\n");
-        } else if !body && !length && expects_body(method) {
-            out.put_slice(b"content-length: 0\r\n");
-        }
-        out.put_slice(b"\r\n");
-        RequestHead {
-            bytes: out.freeze(),
-            chunked,
-            is_head: *method == Method::HEAD,
-            upgrade,
-        }
+        head.finish(body, upgrade)
     }
 
     /// The encoded head.
@@ -70,6 +46,61 @@ impl RequestHead {
     /// Whether the body goes out in chunks.
     pub fn chunked(&self) -> bool {
         self.chunked
+    }
+}
+
+/// A request head being written: the request line, then the fields one by one, straight into the bytes
+/// that go out (a proxy need not copy the client's header map to change a few fields).
+pub struct HeadWriter {
+    out: BytesMut,
+    method: Method,
+    has_length: bool,
+}
+
+impl HeadWriter {
+    /// Starts a head for `target` (origin-form, as received: a target with a control character or a space
+    /// would split the request line, and is sent as `/`), with room for `fields` bytes of fields.
+    pub fn new(method: &Method, target: &str, fields: usize) -> HeadWriter {
+        let target = if is_safe_target(target) { target } else { "/" };
+        let mut out = BytesMut::with_capacity(method.as_str().len() + target.len() + fields + 64);
+        out.put_slice(method.as_str().as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(target.as_bytes());
+        out.put_slice(b" HTTP/1.1\r\n");
+        HeadWriter {
+            out,
+            method: method.clone(),
+            has_length: false,
+        }
+    }
+
+    /// One field. `name` must be a valid field name and `value` a valid field value (as `http`'s types
+    /// guarantee): nothing is checked here.
+    pub fn field(&mut self, name: &str, value: &[u8]) {
+        self.has_length |= name.eq_ignore_ascii_case("content-length");
+        self.out.put_slice(name.as_bytes());
+        self.out.put_slice(b": ");
+        self.out.put_slice(value);
+        self.out.put_slice(b"\r\n");
+    }
+
+    /// Ends the head. `body` says whether a body follows: one of unknown length (no `Content-Length` among
+    /// the fields) is sent chunked; a `POST`, `PUT` or `PATCH` without one gets `Content-Length: 0`, which
+    /// some servers insist on.
+    pub fn finish(mut self, body: bool, upgrade: bool) -> RequestHead {
+        let chunked = body && !self.has_length;
+        if chunked {
+            self.out.put_slice(b"transfer-encoding: chunked\r\n");
+        } else if !body && !self.has_length && expects_body(&self.method) {
+            self.out.put_slice(b"content-length: 0\r\n");
+        }
+        self.out.put_slice(b"\r\n");
+        RequestHead {
+            bytes: self.out.freeze(),
+            chunked,
+            is_head: self.method == Method::HEAD,
+            upgrade,
+        }
     }
 }
 

@@ -12,4 +12,4 @@ mod client;
 mod head;
 
 pub use client::{Conn, Error, ResponseBody, SendError, Upgraded, connect};
-pub use head::{HeadError, RequestHead};
+pub use head::{HeadError, HeadWriter, RequestHead};

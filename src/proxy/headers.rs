@@ -1,9 +1,12 @@
 //! Header rules of a proxy hop: hop-by-hop fields removed both ways (RFC 9110 §7.6.1), `X-Forwarded-*` added
 //! on the way in, and the upgrade handshake kept for WebSocket and other `Upgrade` requests.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::http1::HeadWriter;
 
 const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
@@ -39,13 +42,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     let upgrade = keep_upgrade
         .then(|| headers.get(header::UPGRADE).cloned())
         .flatten();
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect();
+    let named: Vec<HeaderName> = connection_named(headers).collect();
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
     }
@@ -55,35 +52,69 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
-/// Adds the client's address to `X-Forwarded-For`, and sets `X-Forwarded-Proto` and `X-Forwarded-Host`.
-pub fn add_forwarded(
-    headers: &mut HeaderMap,
+/// Writes the request's fields as they go upstream, straight into the head (no copy of the header map):
+/// hop-by-hop fields and those `Connection` names left out (the upgrade pair kept when `upgrading`),
+/// `Expect` left out (rein reads the client's body itself, so the server has nothing to agree to),
+/// `X-Forwarded-For` extended with the client's address, `X-Forwarded-Proto` and `X-Forwarded-Host` set, and
+/// a `Host` supplied if the request had none. Hop-by-hop fields are those
+/// [`strip_hop_by_hop`] removes from answers.
+pub fn write_upstream_fields(
+    head: &mut HeadWriter,
+    headers: &HeaderMap,
     remote: Option<SocketAddr>,
     scheme: &str,
-    host: Option<HeaderValue>,
+    upgrading: bool,
 ) {
+    let named: Vec<HeaderName> = connection_named(headers).collect();
+    let dropped = |name: &HeaderName| {
+        HOP_BY_HOP.contains(name)
+            || named.contains(name)
+            || [header::EXPECT, X_FORWARDED_PROTO, X_FORWARDED_HOST].contains(name)
+    };
+    let mut has_host = false;
+    for (name, value) in headers {
+        if dropped(name) || *name == X_FORWARDED_FOR {
+            continue;
+        }
+        has_host |= *name == header::HOST;
+        head.field(name.as_str(), value.as_bytes());
+    }
+    if upgrading && let Some(upgrade) = headers.get(header::UPGRADE) {
+        head.field("upgrade", upgrade.as_bytes());
+        head.field("connection", b"upgrade");
+    }
     if let Some(ip) = remote.map(|r| r.ip().to_canonical()) {
-        // Every prior field, in order: a chain may arrive split over several lines.
-        let mut value: String = headers
-            .get_all(&X_FORWARDED_FOR)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect::<Vec<_>>()
-            .join(", ");
-        if !value.is_empty() {
-            value.push_str(", ");
+        let mut chain = String::new();
+        if !dropped(&X_FORWARDED_FOR) {
+            for prior in headers.get_all(&X_FORWARDED_FOR).iter() {
+                if let Ok(prior) = prior.to_str() {
+                    chain.push_str(prior);
+                    chain.push_str(", ");
+                }
+            }
         }
-        value.push_str(&ip.to_string());
-        if let Ok(v) = HeaderValue::try_from(value) {
-            headers.insert(X_FORWARDED_FOR, v);
-        }
+        let _ = write!(chain, "{ip}");
+        head.field(X_FORWARDED_FOR.as_str(), chain.as_bytes());
     }
-    if let Ok(v) = HeaderValue::try_from(scheme) {
-        headers.insert(X_FORWARDED_PROTO, v);
+    if HeaderValue::try_from(scheme).is_ok() {
+        head.field(X_FORWARDED_PROTO.as_str(), scheme.as_bytes());
     }
-    if let Some(host) = host {
-        headers.insert(X_FORWARDED_HOST, host);
+    if let Some(host) = headers.get(header::HOST) {
+        head.field(X_FORWARDED_HOST.as_str(), host.as_bytes());
     }
+    if !has_host {
+        head.field("host", b"localhost");
+    }
+}
+
+/// The fields a request's `Connection` field names (hop-by-hop by that naming).
+fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
 }
 
 #[cfg(test)]
@@ -129,18 +160,45 @@ mod tests {
         assert!(!h.contains_key("keep-alive"));
     }
 
-    #[test]
-    fn appends_forwarded_for() {
-        let mut h = map(&[("x-forwarded-for", "10.0.0.1")]);
+    fn written(headers: &HeaderMap, upgrading: bool) -> String {
+        let mut head = HeadWriter::new(&http::Method::GET, "/", 0);
         let remote = "127.0.0.1:5000".parse().ok();
-        add_forwarded(
-            &mut h,
-            remote,
-            "http",
-            Some(HeaderValue::from_static("example.com")),
+        write_upstream_fields(&mut head, headers, remote, "https", upgrading);
+        let bytes = head.finish(false, upgrading).bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn upstream_fields_extend_forwarded_for_and_leave_hop_by_hop_out() {
+        let h = map(&[
+            ("host", "example.com"),
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2"),
+            ("x-forwarded-proto", "gopher"),
+            ("connection", "keep-alive, x-secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("expect", "100-continue"),
+            ("accept", "*/*"),
+        ]);
+        assert_eq!(
+            written(&h, false),
+            "GET / HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\
+             x-forwarded-for: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\nx-forwarded-proto: https\r\n\
+             x-forwarded-host: example.com\r\n\r\n"
         );
-        assert_eq!(h.get("x-forwarded-for").unwrap(), "10.0.0.1, 127.0.0.1");
-        assert_eq!(h.get("x-forwarded-proto").unwrap(), "http");
-        assert_eq!(h.get("x-forwarded-host").unwrap(), "example.com");
+    }
+
+    #[test]
+    fn upstream_fields_keep_the_upgrade_pair_and_supply_a_host() {
+        let h = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+        let text = written(&h, true);
+        assert!(
+            text.contains("upgrade: websocket\r\nconnection: upgrade\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("host: localhost\r\n"), "{text}");
+        let plain = written(&h, false);
+        assert!(!plain.contains("upgrade"), "{plain}");
     }
 }

@@ -11,13 +11,13 @@ pub(crate) mod retry;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::{HeaderValue, Method, Response, StatusCode, header};
+use http::{Method, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use crate::body::{self as rbody, Body};
-use crate::http1::{self, RequestHead, ResponseBody, Upgraded};
+use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
 use crate::upstream::{Slot, Upstream};
@@ -151,18 +151,16 @@ fn broken(slot: &Slot, upstream: &Upstream, error: http1::Error) -> ProxyError {
 }
 
 /// The request head as it goes upstream, encoded once for every attempt: the target as received (after
-/// `rewrite`), hop-by-hop fields and `Expect` removed (rein reads the client's body itself, so the server
-/// has nothing to agree to), `X-Forwarded-*` added.
+/// `rewrite`), the fields as [`headers::write_upstream_fields`] writes them.
 fn upstream_head(req: &RequestInfo, upgrading: bool, body: bool) -> RequestHead {
-    let mut headers = req.headers.clone();
-    headers::strip_hop_by_hop(&mut headers, upgrading);
-    headers.remove(header::EXPECT);
-    let host = req.headers.get(header::HOST).cloned();
-    headers::add_forwarded(&mut headers, req.remote, req.scheme, host);
-    if !headers.contains_key(header::HOST) {
-        headers.insert(header::HOST, HeaderValue::from_static("localhost"));
-    }
-    RequestHead::new(&req.method, &req.request_uri, &headers, body, upgrading)
+    let fields: usize = req
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    let mut head = HeadWriter::new(&req.method, &req.request_uri, fields + 96);
+    headers::write_upstream_fields(&mut head, &req.headers, req.remote, req.scheme, upgrading);
+    head.finish(body, upgrading)
 }
 
 pub(crate) fn is_idempotent(method: &Method) -> bool {
