@@ -5,7 +5,8 @@
 // Prints the bound port (or the socket path) on its first line of stdout.
 //
 // Every answer carries `X-Backend: NAME`. Endpoints: /whoami, /echo (the request body, however it came),
-// /headers ({"method", "target", "headers": [[name, value]...]}), /status?code=N.
+// /headers ({"method", "target", "headers": [[name, value]...]}), /status?code=N, /stream?n=N (N chunks of
+// "chunkI;" with no Content-Length, so Node sends them chunked, and a trailer).
 'use strict';
 
 const http = require('http');
@@ -43,6 +44,13 @@ const server = http.createServer((req, res) => {
         }
         return send(200, JSON.stringify({ method: req.method, target: req.url, headers: pairs }),
           'application/json');
+      }
+      case '/stream': {
+        const n = Number(url.searchParams.get('n') || 3);
+        res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Backend': name, Trailer: 'X-Done' });
+        for (let i = 0; i < n; i++) res.write(`chunk${i};`);
+        res.addTrailers({ 'X-Done': 'yes' });
+        return res.end();
       }
       case '/status': {
         const code = Number(url.searchParams.get('code') || 200);

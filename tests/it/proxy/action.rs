@@ -174,4 +174,20 @@ fn proxy_action_over_a_unix_socket_to_node() {
     assert_eq!(r.status, 418);
     assert_eq!(r.header("x-custom"), Some("yes"));
     assert_eq!(r.text(), "status 418 from N");
+
+    // A chunked answer with a trailer, kept alive after it; a 204 without a body.
+    let r = c.get("/stream?n=40", &[]);
+    let expected: String = (0..40).map(|i| format!("chunk{i};")).collect();
+    assert_eq!((r.status, r.text()), (200, expected));
+    let r = c.get("/status?code=204", &[]);
+    assert_eq!((r.status, r.body.len()), (204, 0));
+
+    // `Expect: 100-continue`: rein answers the client's expectation itself (hyper sends the interim answer
+    // when the body is read) and does not forward it.
+    let r = c.request("POST", "/headers", &[("Expect", "100-continue")], b"hello");
+    let (doc, seen) = seen_headers(&r);
+    assert_eq!(doc["method"], "POST");
+    assert!(header_values(&seen, "expect").is_empty(), "{seen:?}");
+    assert_eq!(header_values(&seen, "content-length"), ["5"]);
+    assert_eq!(c.get("/whoami", &[]).text(), "N");
 }
