@@ -1,0 +1,138 @@
+//! Crash recovery: withdrawal at once, the minimum restart interval, back-off, the errored state.
+
+use super::*;
+
+#[test]
+fn crash_withdraws_and_respects_min_restart_interval() {
+    let (mut rig, _) = Rig::new(Policy {
+        min_restart_interval: secs(3),
+        ..policy(1)
+    });
+    rig.up(1);
+    rig.at(ms(500));
+    let fx = rig.exit(1);
+    // max(3 s − 0.5 s since start, 1 s back-off) = 2.5 s
+    assert_eq!(fx, vec![Withdraw { id: 1 }, ArmRespawn { after: ms(2500) }]);
+    rig.at(secs(2));
+    assert_eq!(
+        rig.send(Event::RespawnDue),
+        vec![ArmRespawn { after: secs(1) }],
+        "early: re-arm"
+    );
+    rig.at(secs(3));
+    assert_eq!(rig.send(Event::RespawnDue), spawn_fx(2, 1).to_vec());
+}
+
+#[test]
+fn backoff_doubles_per_failure_and_caps() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 100,
+        ..policy(1)
+    });
+    let mut id = 1;
+    for want in [1, 2, 4, 8, 8, 8] {
+        rig.up(id);
+        rig.wait(ms(100));
+        let fx = rig.exit(id);
+        assert_eq!(respawn_after(&fx), Some(secs(want)));
+        rig.wait(secs(want));
+        let fx = rig.send(Event::RespawnDue);
+        id += 1;
+        assert_eq!(spawns(&fx), vec![(id, 1)]);
+    }
+    assert_eq!(rig.status().instances[0].restarts, 6);
+}
+
+#[test]
+fn stable_run_resets_failure_count() {
+    let (mut rig, _) = Rig::new(policy(1));
+    rig.up(1);
+    rig.wait(ms(100));
+    assert_eq!(respawn_after(&rig.exit(1)), Some(secs(1)));
+    rig.wait(secs(1));
+    rig.send(Event::RespawnDue);
+    rig.up(2);
+    rig.wait(ms(100));
+    assert_eq!(respawn_after(&rig.exit(2)), Some(secs(2)));
+    rig.wait(secs(2));
+    rig.send(Event::RespawnDue);
+    rig.up(3);
+    rig.wait(secs(61));
+    // Up longer than stable_after: no failure, no delay.
+    let mut want = vec![Withdraw { id: 3 }];
+    want.extend(spawn_fx(4, 1));
+    assert_eq!(rig.exit(3), want);
+    rig.up(4);
+    rig.wait(ms(100));
+    assert_eq!(
+        respawn_after(&rig.exit(4)),
+        Some(secs(1)),
+        "count restarted"
+    );
+}
+
+fn crash_until_errored(rig: &mut Rig, crashes: u64) {
+    for id in 1..=crashes {
+        rig.up(id);
+        rig.wait(ms(100));
+        let fx = rig.exit(id);
+        if id < crashes {
+            let after = respawn_after(&fx).expect("respawn scheduled");
+            rig.wait(after);
+            assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id + 1, 1)]);
+        } else {
+            assert!(
+                matches!(fx.as_slice(), [Withdraw { .. }, Errored { .. }]),
+                "{fx:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn errored_after_max_failures_then_reload_clears_it() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 3,
+        ..policy(1)
+    });
+    crash_until_errored(&mut rig, 3);
+    let st = rig.status();
+    assert!(
+        st.errored
+            .as_deref()
+            .unwrap()
+            .contains("3 consecutive failures")
+    );
+    assert!(st.instances.is_empty());
+    rig.wait(secs(100));
+    assert!(
+        rig.send(Event::RespawnDue).is_empty(),
+        "no respawn while errored"
+    );
+    // Reload clears it and starts the new generation straight away.
+    assert_eq!(rig.send(Event::Reload), spawn_fx(4, 2).to_vec());
+    assert!(rig.status().errored.is_none());
+    let fx = rig.up(4);
+    assert_eq!(fx[0], Admit { id: 4 });
+    let done = reload_done(&fx);
+    assert!(done.len() == 1 && done[0].ok && done[0].generation == 2);
+}
+
+#[test]
+fn resize_clears_errored() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 2,
+        ..policy(1)
+    });
+    crash_until_errored(&mut rig, 2);
+    assert!(rig.status().errored.is_some());
+    assert_eq!(
+        rig.send(Event::Resize { processes: 1 }),
+        spawn_fx(3, 1).to_vec()
+    );
+    assert!(rig.status().errored.is_none());
+    // The count restarted: one more crash is not yet fatal.
+    rig.up(3);
+    rig.wait(ms(100));
+    assert_eq!(respawn_after(&rig.exit(3)), Some(secs(1)));
+}
