@@ -11,5 +11,8 @@ mod chunked;
 mod client;
 mod head;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use client::{Conn, Error, ResponseBody, SendError, Upgraded, connect};
 pub use head::{HeadError, HeadWriter, RequestHead};
