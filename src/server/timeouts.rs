@@ -102,6 +102,9 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     timeouts: Timeouts,
     phase: Phase,
     seen_epoch: u64,
+    /// The read deadline of the current phase, fixed when a read first has to wait in it: a phase that never
+    /// waits (a request head read whole, the common case) costs no clock read and no timer change.
+    read_deadline: Option<Instant>,
     read_timer: Pin<Box<Sleep>>,
     write_timer: Pin<Box<Sleep>>,
     write_waiting: bool,
@@ -118,6 +121,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             timeouts,
             phase: Phase::Idle,
             seen_epoch: 0,
+            read_deadline: Some(first),
             read_timer: Box::pin(sleep_until(first)),
             write_timer: Box::pin(sleep_until(first)),
             write_waiting: false,
@@ -132,8 +136,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         )
     }
 
-    fn arm_read(&mut self, after: Duration) {
-        self.read_timer.as_mut().reset(Instant::now() + after);
+    /// A new phase: its deadline starts with its first wait.
+    fn rearm_read(&mut self) {
+        self.read_deadline = None;
+    }
+
+    /// Ready once a wait in the current phase outlasts its timeout (never in `Quiet`).
+    fn poll_read_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let limit = match self.phase {
+            Phase::Quiet => return Poll::Pending,
+            Phase::Idle => self.timeouts.idle,
+            Phase::Header => self.timeouts.header,
+            Phase::Body => self.timeouts.body,
+        };
+        let deadline = *self
+            .read_deadline
+            .get_or_insert_with(|| Instant::now() + limit);
+        if self.read_timer.deadline() != deadline {
+            self.read_timer.as_mut().reset(deadline);
+        }
+        self.read_timer.as_mut().poll(cx)
     }
 
     /// Follows the handler's view of the connection into the read phase and its deadline.
@@ -154,8 +176,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             self.seen_epoch = epoch;
             self.phase = phase;
             match phase {
-                Phase::Idle => self.arm_read(self.timeouts.idle),
-                Phase::Body => self.arm_read(self.timeouts.body),
+                Phase::Idle | Phase::Body => self.rearm_read(),
                 Phase::Header | Phase::Quiet => {}
             }
         }
@@ -165,9 +186,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         match self.phase {
             Phase::Idle => {
                 self.phase = Phase::Header;
-                self.arm_read(self.timeouts.header);
+                self.rearm_read();
             }
-            Phase::Body => self.arm_read(self.timeouts.body),
+            Phase::Body => self.rearm_read(),
             Phase::Header | Phase::Quiet => {}
         }
     }
@@ -195,7 +216,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
             Poll::Pending => {}
         }
         this.state.reader.register(cx.waker());
-        if this.phase == Phase::Quiet || this.read_timer.as_mut().poll(cx).is_pending() {
+        if this.poll_read_deadline(cx).is_pending() {
             return Poll::Pending;
         }
         match this.phase {
