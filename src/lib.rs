@@ -13,6 +13,8 @@ pub mod control;
 pub mod engine;
 pub mod fastcgi;
 pub mod forwarded;
+#[cfg(test)]
+mod fuzz_rng;
 pub mod http1;
 pub mod proxy;
 pub mod request;

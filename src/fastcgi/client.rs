@@ -91,38 +91,8 @@ impl From<Error> for io::Error {
     }
 }
 
-/// A failed [`Conn::send`]: the connection is gone; the body comes back if none of it was read.
-pub struct SendError {
-    pub error: Error,
-    /// The request body, untouched: it can go to another server.
-    pub unsent: Option<Body>,
-    /// Nothing came back and the connection could not even take the request (a write failed, or it was
-    /// closed or reset at once): what a reused connection the server had closed looks like. Whether the
-    /// connection was a reused one, and so whether to blame the server, is the caller's call.
-    pub stale: bool,
-}
-
-impl std::fmt::Debug for SendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SendError")
-            .field("error", &self.error)
-            .field("unsent", &self.unsent.is_some())
-            .field("stale", &self.stale)
-            .finish()
-    }
-}
-
-impl std::fmt::Display for SendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl std::error::Error for SendError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
+/// A failed [`Conn::send`].
+pub type SendError = crate::upstream::SendError<Error>;
 
 /// A connection to a FastCGI server, idle between requests.
 pub struct Conn {

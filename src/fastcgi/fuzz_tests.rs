@@ -8,31 +8,9 @@ use bytes::{Bytes, BytesMut};
 use super::cgi::{HeadParser, parse_head};
 use super::params::Params;
 use super::record::{Decoder, ProtocolStatus, Record};
+use crate::fuzz_rng::Rng;
 
 const CASES: usize = 25_000;
-
-/// xorshift64*: small, fast, good enough to shake a parser.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// In `0..n` (`n` > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// Content a CGI head parser finds interesting: header lines, line ends, colons, and noise.
 fn stdout_content(rng: &mut Rng) -> Bytes {

@@ -8,27 +8,9 @@ use http::{HeaderMap, Method};
 
 use super::chunked::{Decoded, Decoder};
 use super::head::{Framing, RequestHead, parse_response};
+use crate::fuzz_rng::Rng;
 
 const CASES: usize = 20_000;
-
-/// xorshift64*: small, fast, good enough to shake a parser.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// In `0..n` (`n` > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// A valid chunked answer carrying `body`, cut into chunks of random sizes (with the odd extension and
 /// trailer).

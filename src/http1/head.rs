@@ -276,18 +276,20 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
 
 /// HTTP/1.1 keeps the connection unless told `close`; HTTP/1.0 closes it unless told `keep-alive`.
 fn persistent(version: Version, headers: &HeaderMap) -> bool {
-    let says = |token: &str| {
-        headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case(token))
-    };
     match version {
-        Version::HTTP_10 => says("keep-alive"),
-        _ => !says("close"),
+        Version::HTTP_10 => connection_lists(headers, "keep-alive"),
+        _ => !connection_lists(headers, "close"),
     }
+}
+
+/// Whether the `Connection` fields list `token` (case-insensitive).
+pub fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 #[cfg(test)]

@@ -15,4 +15,4 @@ mod head;
 mod fuzz_tests;
 
 pub use client::{Conn, Error, ResponseBody, SendError, Upgraded, connect};
-pub use head::{HeadError, HeadWriter, RequestHead};
+pub use head::{HeadError, HeadWriter, RequestHead, connection_lists};

@@ -12,7 +12,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 
 use super::retry::{self, Failed};
-use super::{Held, Outgoing, ProxyError, client_ip, is_idempotent, upload};
+use super::{Held, Outgoing, ProxyError, broken, client_ip, is_idempotent, upload};
 use crate::body::{self as rbody, Body};
 use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
 use crate::upstream::{Pooled, ServerState, Slot, Upstream};
@@ -191,20 +191,5 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.fcgi_waiting.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A FastCGI failure as the proxy reports it: a timeout (504) or a broken exchange (502).
-fn broken(slot: &Slot, upstream: &Upstream, error: fastcgi::Error) -> ProxyError {
-    let server = slot.server.addr.to_string();
-    match error.is_timeout() {
-        true => ProxyError::Timeout {
-            server,
-            secs: upstream.conf.timeouts.read.as_secs_f64(),
-        },
-        false => ProxyError::Broken {
-            server,
-            source: Box::new(error),
-        },
     }
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::http1::HeadWriter;
+use crate::http1::{HeadWriter, connection_lists};
 
 const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
@@ -25,15 +25,6 @@ const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host")
 /// Whether a request asks to switch protocols (`Connection: upgrade` with an `Upgrade` field).
 pub fn wants_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE) && connection_lists(headers, "upgrade")
-}
-
-fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// Removes hop-by-hop fields, including those the `Connection` field names; keeps the upgrade pair when

@@ -135,8 +135,9 @@ async fn attempt_one(
     }
 }
 
-/// An HTTP failure as the proxy reports it: a timeout (504) or a broken exchange (502).
-fn broken(slot: &Slot, upstream: &Upstream, error: http1::Error) -> ProxyError {
+/// A failed exchange as the proxy reports it, for either transport: a timeout (504) or a broken exchange
+/// (502).
+pub(crate) fn broken<E: Exchanged>(slot: &Slot, upstream: &Upstream, error: E) -> ProxyError {
     let server = slot.server.addr.to_string();
     match error.is_timeout() {
         true => ProxyError::Timeout {
@@ -147,6 +148,23 @@ fn broken(slot: &Slot, upstream: &Upstream, error: http1::Error) -> ProxyError {
             server,
             source: Box::new(error),
         },
+    }
+}
+
+/// The error of a transport's exchange: [`broken`] tells a timeout from the rest.
+pub(crate) trait Exchanged: std::error::Error + Send + Sync + 'static {
+    fn is_timeout(&self) -> bool;
+}
+
+impl Exchanged for http1::Error {
+    fn is_timeout(&self) -> bool {
+        http1::Error::is_timeout(self)
+    }
+}
+
+impl Exchanged for crate::fastcgi::Error {
+    fn is_timeout(&self) -> bool {
+        crate::fastcgi::Error::is_timeout(self)
     }
 }
 

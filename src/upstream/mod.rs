@@ -9,6 +9,7 @@ pub mod balance;
 pub mod conf;
 pub mod health;
 mod pool;
+mod send_error;
 #[cfg(test)]
 mod slots_tests;
 pub mod socket;
@@ -29,6 +30,7 @@ use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
 use health::{Change, Health};
 pub use pool::{Pool, Pooled};
+pub use send_error::SendError;
 
 /// One server of one upstream.
 pub struct ServerState {
