@@ -25,6 +25,7 @@ use super::record::{
     self, DecodeError, Decoder, HEADER_LEN, KEEP_CONN, ProtocolStatus, Record, RecordType, Role,
 };
 use crate::body::Body;
+use crate::upstream::ExchangeError;
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::socket::{Acks, Io};
 use crate::upstream::stall::Stall;
@@ -65,9 +66,8 @@ pub enum Error {
     RequestBody(#[source] io::Error),
 }
 
-impl Error {
-    /// The application was too slow (a 504, where the other errors are 502s).
-    pub fn is_timeout(&self) -> bool {
+impl ExchangeError for Error {
+    fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout(_))
     }
 }

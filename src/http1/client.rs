@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::chunked::{self, ChunkError, Decoded, Decoder};
 use super::head::{Framing, HeadError, RequestHead, ResponseHead, parse_response};
 use crate::body::Body;
+use crate::upstream::ExchangeError;
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::socket::{Acks, Io};
 use crate::upstream::stall::Stall;
@@ -51,9 +52,8 @@ pub enum Error {
     RequestBody(#[source] io::Error),
 }
 
-impl Error {
-    /// The server was too slow (a 504, where the other errors are 502s).
-    pub fn is_timeout(&self) -> bool {
+impl ExchangeError for Error {
+    fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout(_))
     }
 }

@@ -20,7 +20,7 @@ use crate::body::{self as rbody, Body};
 use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{Slot, Upstream};
+use crate::upstream::{ExchangeError, Slot, Upstream};
 pub(crate) use body::Held;
 use body::{Upload, UploadWatch};
 pub use error::ProxyError;
@@ -137,7 +137,7 @@ async fn attempt_one(
 
 /// A failed exchange as the proxy reports it, for either transport: a timeout (504) or a broken exchange
 /// (502).
-pub(crate) fn broken<E: Exchanged>(slot: &Slot, upstream: &Upstream, error: E) -> ProxyError {
+pub(crate) fn broken<E: ExchangeError>(slot: &Slot, upstream: &Upstream, error: E) -> ProxyError {
     let server = slot.server.addr.to_string();
     match error.is_timeout() {
         true => ProxyError::Timeout {
@@ -148,23 +148,6 @@ pub(crate) fn broken<E: Exchanged>(slot: &Slot, upstream: &Upstream, error: E) -
             server,
             source: Box::new(error),
         },
-    }
-}
-
-/// The error of a transport's exchange: [`broken`] tells a timeout from the rest.
-pub(crate) trait Exchanged: std::error::Error + Send + Sync + 'static {
-    fn is_timeout(&self) -> bool;
-}
-
-impl Exchanged for http1::Error {
-    fn is_timeout(&self) -> bool {
-        http1::Error::is_timeout(self)
-    }
-}
-
-impl Exchanged for crate::fastcgi::Error {
-    fn is_timeout(&self) -> bool {
-        crate::fastcgi::Error::is_timeout(self)
     }
 }
 

@@ -30,7 +30,7 @@ use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
 use health::{Change, Health};
 pub use pool::{Pool, Pooled};
-pub use send_error::SendError;
+pub use send_error::{ExchangeError, SendError};
 
 /// One server of one upstream.
 pub struct ServerState {
@@ -188,9 +188,9 @@ impl Drop for Slot {
 }
 
 /// A request counted as waiting for a server (see [`Upstream::waiting`]), until dropped.
-pub struct Waiting(Arc<Upstream>);
+pub struct Waiter(Arc<Upstream>);
 
-impl Drop for Waiting {
+impl Drop for Waiter {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
@@ -371,9 +371,9 @@ impl Upstream {
 
     /// Counts a request as waiting for a server, until the guard is dropped: from before its first look
     /// that may fail, so that no slot freed meanwhile goes without a wake-up.
-    pub fn waiting(self: &Arc<Self>) -> Waiting {
+    pub fn waiting(self: &Arc<Self>) -> Waiter {
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        Waiting(self.clone())
+        Waiter(self.clone())
     }
 
     /// Counts a request as waiting for its first server, until the guard is dropped.

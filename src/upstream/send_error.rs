@@ -1,7 +1,13 @@
 //! A failed send on an upstream connection, for either transport (HTTP and FastCGI): what the retry loop
-//! needs to know to try again.
+//! needs to know to try again, and how the proxy tells a timeout from a broken exchange.
 
 use crate::body::Body;
+
+/// The error of an exchange on either transport: a timeout is the proxy's 504, anything else a 502.
+pub trait ExchangeError: std::error::Error + Send + Sync + 'static {
+    /// The server was too slow.
+    fn is_timeout(&self) -> bool;
+}
 
 /// A failed send: the connection is gone; the body comes back if none of it was read.
 pub struct SendError<E> {
