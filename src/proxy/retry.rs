@@ -127,7 +127,7 @@ pub(crate) async fn wait_for_server(
         // Register interest before looking, so a change between the look and the wait is not missed.
         let changed = upstream.changed.notified();
         let freed = match first_try {
-            true => upstream.freed.notified(),
+            true => upstream.line.freed(),
             false => upstream.retrying.notified(),
         };
         tokio::pin!(changed, freed);

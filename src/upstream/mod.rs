@@ -8,6 +8,7 @@
 pub mod balance;
 pub mod conf;
 pub mod health;
+mod line;
 mod pool;
 mod send_error;
 #[cfg(test)]
@@ -29,6 +30,7 @@ use tokio::sync::Notify;
 use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
 use health::{Change, Health};
+use line::{InLine, Line};
 pub use pool::{Pool, Pooled};
 pub use send_error::{ExchangeError, SendError};
 
@@ -163,6 +165,8 @@ pub struct Slot {
     /// The server's `max_connections` in its upstream, when it has one.
     pub limit: Option<u32>,
     upstream: Arc<Upstream>,
+    /// The lane of the upstream's line it is held on (the worker thread that took it).
+    lane: usize,
 }
 
 impl Slot {
@@ -175,13 +179,14 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.server.active.fetch_sub(1, Ordering::SeqCst);
-        // A freed slot may let a request waiting on `max_connections` go: one fresh request (the first in
-        // line; waking them all for one slot would cost a pick per waiter per request), and every retry,
-        // whose excluded servers make it unlike the others. Nobody waiting, nothing to wake: a waiter counts
-        // itself before it looks for a server, so either it sees this slot free or this sees it waiting
-        // (both sides are sequentially consistent).
-        if self.upstream.waiting.load(Ordering::SeqCst) > 0 {
-            self.upstream.freed.notify_one();
+        // A freed slot may let a request waiting on `max_connections` go: one fresh request (one in line,
+        // preferably on this thread; waking them all for one slot would cost a pick per waiter per request),
+        // and every retry, whose excluded servers make it unlike the others. Nobody waiting, nothing to
+        // wake: a waiter counts itself before it looks for a server, so either it sees this slot free or this
+        // sees it waiting (both sides are sequentially consistent).
+        let waiting = self.upstream.waiting.load(Ordering::SeqCst) > 0;
+        self.upstream.line.release(self.lane, waiting);
+        if waiting {
             self.upstream.retrying.notify_waiters();
         }
     }
@@ -193,15 +198,6 @@ pub struct Waiter(Arc<Upstream>);
 impl Drop for Waiter {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// A request counted as waiting for its first server (see [`Upstream::in_line`]).
-pub struct InLine(Arc<Upstream>);
-
-impl Drop for InLine {
-    fn drop(&mut self) {
-        self.0.queued.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -223,11 +219,8 @@ pub struct Upstream {
     balancer: Mutex<Balancer>,
     /// Signalled when a server may have become available (members changed, a server came back).
     pub changed: Notify,
-    /// A slot was freed: wakes one request waiting for its first server (the longest waiting: `Notify`
-    /// wakes in order).
-    pub freed: Notify,
-    /// Requests waiting for their first server.
-    queued: AtomicU32,
+    /// Requests waiting for their first server, and the wake-up of one of them when a slot is freed.
+    pub line: Line,
     /// Requests waiting for a server, first or retry: a freed slot wakes someone only if there is one.
     waiting: AtomicU32,
     /// A slot was freed: wakes every request waiting for a server to retry on.
@@ -259,8 +252,7 @@ impl Upstream {
             members: ArcSwap::from_pointee(members),
             conf,
             changed: Notify::new(),
-            freed: Notify::new(),
-            queued: AtomicU32::new(0),
+            line: Line::new(crate::workers::count()),
             waiting: AtomicU32::new(0),
             retrying: Notify::new(),
             answered: AtomicU64::new(0),
@@ -349,6 +341,7 @@ impl Upstream {
                 server: member.state.clone(),
                 limit: member.max_connections,
                 upstream: self.clone(),
+                lane: self.line.hold(),
             };
             let over = member.max_connections.is_some_and(|max| before >= max);
             if over || slot.server.withdrawn.load(Ordering::SeqCst) {
@@ -366,7 +359,7 @@ impl Upstream {
 
     /// Requests waiting for their first server now.
     pub fn queued(&self) -> u32 {
-        self.queued.load(Ordering::SeqCst)
+        self.line.queued()
     }
 
     /// Counts a request as waiting for a server, until the guard is dropped: from before its first look
@@ -377,9 +370,8 @@ impl Upstream {
     }
 
     /// Counts a request as waiting for its first server, until the guard is dropped.
-    pub fn in_line(self: &Arc<Self>) -> InLine {
-        self.queued.fetch_add(1, Ordering::SeqCst);
-        InLine(self.clone())
+    pub fn in_line(&self) -> InLine<'_> {
+        self.line.join()
     }
 
     /// Whether no server is left to try: fixed servers, every one of them already failed for this request.
