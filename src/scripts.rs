@@ -11,9 +11,9 @@
 //! - anything else runs the root's `index` when there is one (the front controller that WordPress and Laravel
 //!   need), else it is a 404.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::fastcgi::Script;
+use crate::fastcgi::{Cgi, Script};
 
 /// Where a PHP request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,7 @@ impl PhpTarget {
             path_info: path_info.to_owned(),
             document_root: self.root.clone(),
             extra: Vec::new(),
+            cgi: Cgi::Full,
         }
     }
 }
@@ -96,7 +97,7 @@ fn php_split(path: &str) -> Option<usize> {
 
 /// The Python app's view of a path: `SCRIPT_NAME` is the `prefix` when the path is under it, `PATH_INFO`
 /// the rest.
-pub fn python(prefix: &str, path: &str, root: &Path) -> Script {
+pub fn python(prefix: &str, path: &str) -> Script {
     let under = !prefix.is_empty()
         && path.starts_with(prefix)
         && matches!(path.as_bytes().get(prefix.len()), None | Some(b'/'));
@@ -106,11 +107,10 @@ pub fn python(prefix: &str, path: &str, root: &Path) -> Script {
         ("", path)
     };
     Script {
-        filename: PathBuf::new(),
         name: name.to_owned(),
         path_info: info.to_owned(),
-        document_root: root.to_owned(),
-        extra: Vec::new(),
+        cgi: Cgi::Lean,
+        ..Script::default()
     }
 }
 
@@ -214,14 +214,13 @@ mod tests {
 
     #[test]
     fn python_prefix_splits_only_at_a_segment() {
-        let root = Path::new("/srv");
-        let s = python("/app", "/app/x", root);
+        let s = python("/app", "/app/x");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("/app", "/x"));
-        let s = python("/app", "/app", root);
+        let s = python("/app", "/app");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("/app", ""));
-        let s = python("/app", "/apple", root);
+        let s = python("/app", "/apple");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/apple"));
-        let s = python("", "/x", root);
+        let s = python("", "/x");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/x"));
     }
 }

@@ -28,4 +28,4 @@ mod php_tests;
 
 pub use client::{Conn, Error, ResponseBody, SendError, connect};
 pub use params::Params;
-pub use request_params::{Script, request_params};
+pub use request_params::{Cgi, Script, request_params};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 
-use super::{Conn, Params, Script, connect, request_params};
+use super::{Cgi, Conn, Params, Script, connect, request_params};
 use crate::request::RequestInfo;
 use crate::upstream::conf::ServerAddr;
 
@@ -142,6 +142,7 @@ fn php_fpm_runs_a_script() {
         path_info: String::new(),
         document_root: root.clone(),
         extra: Vec::new(),
+        cgi: Cgi::Full,
     };
     let logs = super::client::tests::Logs::default();
     let _guard = logs.capture();

@@ -59,14 +59,6 @@ impl PythonApp {
         }
     }
 
-    /// `DOCUMENT_ROOT` for its requests: the first `path`, else the working directory.
-    pub fn root(&self) -> PathBuf {
-        self.path
-            .first()
-            .cloned()
-            .unwrap_or_else(|| PathBuf::from("."))
-    }
-
     /// The callable for `applications/NAME` (no target) or `applications/NAME/TARGET`.
     pub fn callable(&self, target: Option<&str>) -> Option<&Callable> {
         match target {

@@ -33,8 +33,7 @@ impl Ctx<'_> {
             },
             AppKind::Python(py) => match py.callable(target) {
                 Some(callable) => {
-                    let mut script =
-                        scripts::python(&callable.prefix, &self.request.path, &py.root());
+                    let mut script = scripts::python(&callable.prefix, &self.request.path);
                     if let Some(t) = target {
                         script.extra.push(("REIN_TARGET".to_owned(), t.to_owned()));
                     }

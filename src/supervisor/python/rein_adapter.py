@@ -732,6 +732,7 @@ class WsgiServer(Targets):
             "wsgi.run_once": False,
             "wsgi.file_wrapper": FileWrapper,
             "wsgi.input_terminated": True,
+            "SERVER_SOFTWARE": "rein",
             "REQUEST_METHOD": "GET",
             "SCRIPT_NAME": "",
             "PATH_INFO": "",
