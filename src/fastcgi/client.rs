@@ -114,7 +114,7 @@ impl std::fmt::Debug for Conn {
 
 /// Dials `addr` within `timeout`.
 pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
-    let dial = Io::dial(addr, Acks::EveryRead);
+    let dial = Io::dial(addr, Acks::BeforeWait);
     let io = tokio::time::timeout(timeout, dial)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
