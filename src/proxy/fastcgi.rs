@@ -92,13 +92,6 @@ async fn buffer_start(
         match answer.frame().await {
             None => {
                 slot.record(true);
-                drop(slot);
-                // The slot went to a request in line, most likely on this thread: let it send its request
-                // before this answer is written to the client, so that the FastCGI worker starts on it rather
-                // than wait for that write.
-                if upstream.queued() > 0 {
-                    tokio::task::yield_now().await;
-                }
                 return Ok(Response::from_parts(parts, rbody::full(start.freeze())));
             }
             Some(Ok(frame)) => {
