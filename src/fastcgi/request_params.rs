@@ -1,5 +1,6 @@
 //! The CGI/1.1 variables of a request, as PHP-FPM and the PHP frameworks expect them (nginx's
-//! `fastcgi_params` plus `SCRIPT_FILENAME`, `PATH_INFO` and `PATH_TRANSLATED`).
+//! `fastcgi_params` plus `SCRIPT_FILENAME`, `PATH_INFO` and `PATH_TRANSLATED`), or the part of them that WSGI
+//! and ASGI read, for rein's Python adapter ([`Cgi::Lean`]).
 //!
 //! Choices where CGI leaves room:
 //! - On a Unix-socket listener there is no peer address: `REMOTE_ADDR` is `127.0.0.1` and `REMOTE_PORT` `0`
@@ -55,30 +56,9 @@ pub enum Cgi {
 /// and no more); `None` falls back to the `Content-Length` header, and to no `CONTENT_LENGTH` without one.
 pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>) -> Params {
     let mut p = Params::new();
-    let full = script.cgi == Cgi::Full;
-    let root = script.document_root.as_os_str().as_bytes();
-    if full {
-        p.push("SCRIPT_FILENAME", script.filename.as_os_str().as_bytes());
-    }
     p.push("SCRIPT_NAME", &script.name);
     p.push("PATH_INFO", &script.path_info);
-    if full && !script.path_info.is_empty() {
-        let root = root.strip_suffix(b"/").unwrap_or(root);
-        p.push(
-            "PATH_TRANSLATED",
-            [root, script.path_info.as_bytes()].concat(),
-        );
-    }
-    if full {
-        p.push("DOCUMENT_ROOT", root);
-    }
     p.push("REQUEST_URI", &req.request_uri);
-    if full {
-        p.push(
-            "DOCUMENT_URI",
-            format!("{}{}", script.name, script.path_info),
-        );
-    }
     p.push("QUERY_STRING", &req.query);
     p.push("REQUEST_METHOD", req.method.as_str());
     if let Some(ct) = req.headers.get(CONTENT_TYPE) {
@@ -91,21 +71,38 @@ pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>)
         (None, None) => {}
     }
     p.push("SERVER_PROTOCOL", protocol(req.version));
-    if full {
-        p.push("GATEWAY_INTERFACE", "CGI/1.1");
-        p.push("SERVER_SOFTWARE", "rein");
-    }
     addresses(&mut p, req);
     if req.scheme == "https" {
         p.push("HTTPS", "on");
     }
-    if full {
-        p.push("REQUEST_SCHEME", req.scheme);
-        p.push("REDIRECT_STATUS", "200");
+    if script.cgi == Cgi::Full {
+        cgi_extras(&mut p, req, script);
     }
     headers(&mut p, req);
     p.extend(script.extra.iter().map(|(n, v)| (n, v)));
     p
+}
+
+/// What CGI/1.1 and PHP add to the variables WSGI and ASGI read.
+fn cgi_extras(p: &mut Params, req: &RequestInfo, script: &Script) {
+    let root = script.document_root.as_os_str().as_bytes();
+    p.push("SCRIPT_FILENAME", script.filename.as_os_str().as_bytes());
+    if !script.path_info.is_empty() {
+        let root = root.strip_suffix(b"/").unwrap_or(root);
+        p.push(
+            "PATH_TRANSLATED",
+            [root, script.path_info.as_bytes()].concat(),
+        );
+    }
+    p.push("DOCUMENT_ROOT", root);
+    p.push(
+        "DOCUMENT_URI",
+        format!("{}{}", script.name, script.path_info),
+    );
+    p.push("GATEWAY_INTERFACE", "CGI/1.1");
+    p.push("SERVER_SOFTWARE", "rein");
+    p.push("REQUEST_SCHEME", req.scheme);
+    p.push("REDIRECT_STATUS", "200");
 }
 
 fn protocol(v: Version) -> &'static str {

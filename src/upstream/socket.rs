@@ -76,6 +76,13 @@ impl Io {
         }
     }
 
+    /// A segment that carries data carries the ACK of what arrived before it.
+    fn sent(&mut self, polled: &Poll<io::Result<usize>>) {
+        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {
+            self.unacked = false;
+        }
+    }
+
     /// Writes without waiting: for a last record on a connection about to be dropped.
     pub fn try_write(&self, data: &[u8]) -> io::Result<usize> {
         match &self.sock {
@@ -106,15 +113,6 @@ impl Io {
                 e.kind(),
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
             ),
-        }
-    }
-}
-
-impl Io {
-    /// A segment that carries data carries the ACK of what arrived before it.
-    fn sent(&mut self, polled: &Poll<io::Result<usize>>) {
-        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {
-            self.unacked = false;
         }
     }
 }
