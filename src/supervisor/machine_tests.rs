@@ -163,6 +163,18 @@ fn spawn_fx(id: InstanceId, generation: u64) -> [Effect; 2] {
     ]
 }
 
+/// What stopping instance `id` asks for: its SIGTERM, and the timer after which it is killed.
+fn stop_fx(id: InstanceId) -> [Effect; 2] {
+    [
+        Stop { id },
+        ArmTimer {
+            id,
+            kind: StopTimeout,
+            after: secs(10),
+        },
+    ]
+}
+
 fn reload_done(fx: &[Effect]) -> Vec<ReloadReport> {
     fx.iter()
         .filter_map(|e| match e {

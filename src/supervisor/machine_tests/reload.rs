@@ -35,17 +35,7 @@ fn reload_single_instance_keeps_capacity() {
     let st = rig.status();
     assert!(!st.reloading);
     assert_eq!((st.generation, st.last_reload), (2, Some(report)));
-    assert_eq!(
-        rig.send(Event::Drained { id: 1 }),
-        vec![
-            Stop { id: 1 },
-            ArmTimer {
-                id: 1,
-                kind: StopTimeout,
-                after: secs(10)
-            }
-        ]
-    );
+    assert_eq!(rig.send(Event::Drained { id: 1 }), stop_fx(1).to_vec());
     assert!(rig.exit(1).is_empty());
     assert_eq!(rig.pool, BTreeSet::from([2]));
 }
@@ -120,17 +110,7 @@ fn reload_abandoned_on_ready_timeout() {
     rig.start(2);
     rig.at(secs(5));
     let fx = rig.timer(2, ReadyTimeout);
-    assert_eq!(
-        fx[..2],
-        [
-            Stop { id: 2 },
-            ArmTimer {
-                id: 2,
-                kind: StopTimeout,
-                after: secs(10)
-            }
-        ]
-    );
+    assert_eq!(fx[..2], stop_fx(2));
     assert_eq!(fx.len(), 3, "no respawn: {fx:?}");
     assert!(
         reload_done(&fx)[0]

@@ -19,17 +19,7 @@ fn drain_timeout_stops_and_late_drained_is_ignored() {
         ]
     );
     rig.at(secs(30));
-    assert_eq!(
-        rig.timer(2, DrainTimeout),
-        vec![
-            Stop { id: 2 },
-            ArmTimer {
-                id: 2,
-                kind: StopTimeout,
-                after: secs(10)
-            }
-        ]
-    );
+    assert_eq!(rig.timer(2, DrainTimeout), stop_fx(2).to_vec());
     assert!(rig.send(Event::Drained { id: 2 }).is_empty());
     assert!(rig.timer(2, DrainTimeout).is_empty());
     rig.at(secs(40));
@@ -108,17 +98,7 @@ fn stop_before_spawned_is_deferred_until_pid_is_known() {
         rig.send(Event::Shutdown).is_empty(),
         "nothing to signal yet"
     );
-    assert_eq!(
-        rig.start(1),
-        vec![
-            Stop { id: 1 },
-            ArmTimer {
-                id: 1,
-                kind: StopTimeout,
-                after: secs(10)
-            }
-        ]
-    );
+    assert_eq!(rig.start(1), stop_fx(1).to_vec());
     assert!(rig.exit(1).is_empty());
     assert!(rig.m.is_idle());
 }

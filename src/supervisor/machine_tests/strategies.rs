@@ -132,14 +132,7 @@ fn parallel_reload_is_abandoned_if_any_new_instance_fails() {
     let fx = rig.exit(4);
     assert_eq!(
         fx[..2],
-        [
-            Stop { id: 3 },
-            ArmTimer {
-                id: 3,
-                kind: StopTimeout,
-                after: secs(10)
-            }
-        ],
+        stop_fx(3),
         "the held one never served and is stopped"
     );
     let done = reload_done(&fx);
