@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{ConfigError, JsonPath};
+use crate::upstream::balance::Balance;
 use crate::upstream::conf::UpstreamConf;
 use crate::upstream::{ServerState, Upstream};
 use conf::{AppConf, AppKind};
@@ -253,10 +254,15 @@ impl Supervisor {
     }
 }
 
-/// The upstream behind an application: no passive health (the supervisor knows when an instance dies),
-/// retries of idempotent requests caught on a dying instance, and a wait while no instance is ready.
+/// The upstream behind an application: the instance with the fewest requests in flight, no passive health
+/// (the supervisor knows when an instance dies), retries of idempotent requests caught on a dying instance,
+/// and a wait while no instance is ready.
 fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     let mut u = UpstreamConf::with_servers(Vec::new());
+    // An instance is usually one event loop or one worker (Node.js, Python, PHP-FPM's pool): one stalled by a
+    // garbage collection, a slow request or the scheduler keeps its requests in flight, and round-robin would
+    // keep queueing its share behind them while the others idle. Ties, as when idle, alternate.
+    u.balance = Balance::LeastConnections;
     u.passive.failures = 0;
     u.queue_timeout = conf.ready_timeout.min(Duration::from_secs(30));
     if let Some(t) = conf.request_timeout {

@@ -156,3 +156,40 @@ fn esm_apps_importing_unit_http_run_unmodified() {
     assert_eq!(code, 200, "{body}");
     assert!(wait_ready(&rein, "esm", 2).is_disjoint(&pids));
 }
+
+// ----- 12. Spreading requests over instances -----------------------------------------------------------
+
+/// A request goes to the instance with the fewest in flight: one instance holding a long request gets no
+/// share of the quick ones meanwhile (round-robin would send it every other one).
+#[test]
+fn requests_go_to_the_instance_with_the_fewest_in_flight() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "slow",
+        node_app("slow.js", &[], json!({"processes": 2})),
+    );
+    wait_ready(&rein, "slow", 2);
+    let held = std::thread::spawn(move || get(addr, "/?ms=2500"));
+    let mut busy = 0;
+    wait_for("an instance with the long request in flight", || {
+        let all = instances(&rein, "slow");
+        let holding = all.iter().find(|i| i["in_flight"] == 1);
+        busy = holding.map_or(0, pid_of);
+        holding.is_some()
+    });
+    let slow_pid = |r: &Response| -> u32 {
+        assert_eq!(r.status, 200, "{r:?}");
+        let text = r.text();
+        text.trim().strip_prefix("slow:").unwrap().parse().unwrap()
+    };
+    for i in 0..6 {
+        let r = get(addr, "/?ms=0");
+        assert_ne!(
+            slow_pid(&r),
+            busy,
+            "quick request {i} went to the busy instance"
+        );
+    }
+    assert_eq!(slow_pid(&held.join().unwrap()), busy);
+}
