@@ -196,6 +196,24 @@ fn a_fatal_error_is_a_logged_500() {
     });
 }
 
+/// A script's standard error reaches the app's log (PHP-FPM catches its workers' output, as Unit kept an app's
+/// stderr); what it logs with `error_log()` also comes to rein as FastCGI stderr.
+#[test]
+fn what_a_script_writes_to_stderr_reaches_the_logs() {
+    let rein = Rein::start();
+    let addr = serve_php(&rein, php_app(json!({})));
+    let r = get(addr, "/stderr.php");
+    assert_eq!((r.status, r.text().as_str()), (200, "logged"));
+    let app_log =
+        || std::fs::read_to_string(rein.dir.path().join("state/logs/php.log")).unwrap_or_default();
+    wait_for("php://stderr in the app's log", || {
+        app_log().contains("stderr-line-for-the-test")
+    });
+    wait_for("error_log() in rein's log", || {
+        rein.log_text().contains("error-log-line-for-the-test")
+    });
+}
+
 #[test]
 fn killing_php_fpm_under_load_fails_no_get() {
     let rein = Rein::start();
