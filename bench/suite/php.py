@@ -5,7 +5,10 @@
   "upstreams/fpm_tcp", "root": DIR, "index": "index.php"}}`, each upstream one server (`unix:/…/fpm.sock` or
   `127.0.0.1:PORT`) with `"max_connections": 4`, the pool's size;
 - nginx → the same PHP-FPM (`fastcgi_pass` to an upstream with `keepalive 2` per worker (2 workers × 2 = the
-  4 children) and `fastcgi_keep_conn on`), over its Unix socket and over TCP.
+  4 children) and `fastcgi_keep_conn on`), over its Unix socket and over TCP: the tuned setup, the peer the
+  ratios are taken against;
+- nginx → PHP-FPM as Debian's `snippets/fastcgi-php.conf` and most guides set it up (`fastcgi_pass` straight to
+  the Unix socket, no `fastcgi_keep_conn`: a connection per request), for context.
 
 The private PHP-FPM (`php-fpm8.2 --nodaemonize --fpm-config CONF`, `-R` as root) has two pools, one on a Unix
 socket and one on a TCP port, each `pm = static` with `pm.max_children = 4`, the same count rein's own FPM
@@ -69,7 +72,16 @@ daemonize = no
 
 
 def nginx_php_body(ports, servers, docroot, keepalive):
-    out = ""
+    out = f"""    server {{
+        listen 127.0.0.1:{ports["default"]};
+        root {docroot};
+        index index.php;
+        location ~ \\.php$ {{
+{FASTCGI_PARAMS}
+            fastcgi_pass {servers["default"]};
+        }}
+    }}
+"""
     for kind in ("unix", "tcp"):
         out += f"""    upstream php_{kind} {{
         server {servers[kind]};
@@ -90,10 +102,12 @@ def nginx_php_body(ports, servers, docroot, keepalive):
 
 
 def start_fpm(ctx, scope, tmp):
-    """Pools nginx_unix, nginx_tcp, rein_unix, rein_tcp; returns (proc, {pool: address for a server})."""
+    """Pools nginx_unix, nginx_tcp, nginx_default, rein_unix, rein_tcp; returns (proc, {pool: address for a
+    server})."""
     ctx.peer("php-fpm")
     ports = free_ports(2)
     listen = {"nginx_unix": os.path.join(tmp, "fpm-nginx.sock"), "nginx_tcp": f"127.0.0.1:{ports[0]}",
+              "nginx_default": os.path.join(tmp, "fpm-nginx-default.sock"),
               "rein_unix": os.path.join(tmp, "fpm-rein.sock"), "rein_tcp": f"127.0.0.1:{ports[1]}"}
     conf = os.path.join(tmp, "php-fpm.conf")
     text = fpm_conf(tmp, listen)
@@ -175,21 +189,23 @@ def run(ctx, out):
         def nginx(kind):
             def make():
                 if "nginx" not in ngx:
-                    ports = dict(zip(("unix", "tcp"), free_ports(2)))
+                    ports = dict(zip(("unix", "tcp", "default"), free_ports(3)))
                     keepalive = max(1, CHILDREN // ctx.ncpu)
-                    servers = {"unix": fpm_addr["nginx_unix"], "tcp": fpm_addr["nginx_tcp"]}
+                    servers = {"unix": fpm_addr["nginx_unix"], "tcp": fpm_addr["nginx_tcp"],
+                               "default": fpm_addr["nginx_default"]}
                     n = Nginx(ctx, scope, "nginx", tmp, nginx_php_body(ports, servers, docroot, keepalive),
                               ports["tcp"])
                     ngx["nginx"], ngx["ports"] = with_fpm(n), ports
                 n, ports = ngx["nginx"], ngx["ports"]
-                wait_answering(f"nginx → FPM {kind}", ports[kind], path=hello_path, expect=hello_body,
-                               procs=[n.proc])
-                return View(n, f"nginx → FPM {kind}", ports[kind])
+                name = "nginx → FPM unix, default" if kind == "default" else f"nginx → FPM {kind}"
+                wait_answering(name, ports[kind], path=hello_path, expect=hello_body, procs=[n.proc])
+                return View(n, name, ports[kind])
             return make
 
         makers = [("rein", "rein (own FPM)", rein_php),
                   ("rein", "rein → FPM unix", rein_fcgi("unix")), ("rein", "rein → FPM tcp", rein_fcgi("tcp")),
-                  ("nginx", "nginx → FPM unix", nginx("unix")), ("nginx", "nginx → FPM tcp", nginx("tcp"))]
+                  ("nginx", "nginx → FPM unix", nginx("unix")), ("nginx", "nginx → FPM tcp", nginx("tcp")),
+                  ("nginx", "nginx → FPM unix, default", nginx("default"))]
         stacks = start_stacks(ctx, scope, out, makers)
         require(stacks, out)
         cfg = {}
@@ -208,7 +224,7 @@ def run(ctx, out):
                         r = {"case": page, "stack": s.name, "conns": c, "round": rnd}
                         try:
                             r.update(_wrk(ctx, s, c, ctx.args.duration))
-                            log(f"  [php {page}] c={c} round {rnd} {s.name:18} {r['rps']:>8,.0f} req/s  p99 "
+                            log(f"  [php {page}] c={c} round {rnd} {s.name:26} {r['rps']:>8,.0f} req/s  p99 "
                                 f"{benchlib.fmt_ms(r['p99_ms'])}  errors {r['errors']}")
                         except BenchError as e:
                             r["error"] = str(e)

@@ -426,7 +426,10 @@ def _apps_section(result):
                    f"`pm = static`, `pm.max_children = {php.get('setup', {}).get('children', 4)}` for every stack "
                    "(rein's own FPM: `\"processes\": 4`); rein → FPM through an upstream whose server has "
                    "`max_connections` = the pool's size; nginx with `fastcgi_keep_conn on` and an upstream keepalive "
-                   f"pool; `wrk -t{a['threads']} -c N -d {a['duration']}s`. Ratios: rein / that row.\n")
+                   "pool (the peer of the summary's ratios); `nginx → FPM unix, default`: nginx as Debian's "
+                   "`snippets/fastcgi-php.conf` and most guides set it up, `fastcgi_pass` straight to the socket "
+                   f"with a connection per request; `wrk -t{a['threads']} -c N -d {a['duration']}s`. "
+                   "Ratios: rein / that row.\n")
         if php["status"] != "ok":
             out.append(f"Not measured: {_why(php)}\n")
         else:
