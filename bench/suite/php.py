@@ -10,9 +10,10 @@
 - nginx → PHP-FPM as Debian's `snippets/fastcgi-php.conf` and most guides set it up (`fastcgi_pass` straight to
   the Unix socket, no `fastcgi_keep_conn`: a connection per request), for context.
 
-The private PHP-FPM (`php-fpm8.2 --nodaemonize --fpm-config CONF`, `-R` as root) has two pools, one on a Unix
-socket and one on a TCP port, each `pm = static` with `pm.max_children = 4`, the same count rein's own FPM
-gets (`processes: 4`). A rein configuration that rein refuses (4xx) skips that stack with rein's reason.
+The private PHP-FPM (`php-fpm8.2 --nodaemonize --fpm-config CONF`, `-R` as root) has one pool per stack and
+transport (a kept-alive connection holds its child), each `pm = static` with `pm.max_children = 4`, the same
+count rein's own FPM gets (`processes: 4`). A rein configuration that rein refuses (4xx) skips that stack with
+rein's reason.
 """
 
 import os

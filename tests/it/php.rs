@@ -190,10 +190,13 @@ fn a_fatal_error_is_a_logged_500() {
     let r = get(addr, "/fatal.php");
     assert_eq!(r.status, 500, "{}", r.text());
     wait_for("the PHP error in a log", || {
-        let app_log =
-            std::fs::read_to_string(rein.dir.path().join("state/logs/php.log")).unwrap_or_default();
-        (rein.log_text() + &app_log).contains("undefined_function_for_the_test")
+        (rein.log_text() + &app_log(&rein)).contains("undefined_function_for_the_test")
     });
+}
+
+/// The app's own log file (PHP-FPM's messages and its workers' output).
+fn app_log(rein: &Rein) -> String {
+    std::fs::read_to_string(rein.dir.path().join("state/logs/php.log")).unwrap_or_default()
 }
 
 /// A script's standard error reaches the app's log (PHP-FPM catches its workers' output, as Unit kept an app's
@@ -204,10 +207,8 @@ fn what_a_script_writes_to_stderr_reaches_the_logs() {
     let addr = serve_php(&rein, php_app(json!({})));
     let r = get(addr, "/stderr.php");
     assert_eq!((r.status, r.text().as_str()), (200, "logged"));
-    let app_log =
-        || std::fs::read_to_string(rein.dir.path().join("state/logs/php.log")).unwrap_or_default();
     wait_for("php://stderr in the app's log", || {
-        app_log().contains("stderr-line-for-the-test")
+        app_log(&rein).contains("stderr-line-for-the-test")
     });
     wait_for("error_log() in rein's log", || {
         rein.log_text().contains("error-log-line-for-the-test")
