@@ -12,13 +12,13 @@
 //!  "reload": {"strategy": "rolling", "batch": 1, "drain_timeout": 30}}
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
-use super::spawn::SocketKind;
+use super::spawn::{Output, SocketKind};
 use super::watch::{self, WatchConf};
 use crate::config::walk::{integer, known_keys, object, seconds, string, strings};
 use crate::config::{ConfigError, JsonPath};
@@ -99,6 +99,9 @@ pub struct AppConf {
     pub reload: ReloadStrategy,
     /// `reload.drain_timeout`: how long a withdrawn instance's requests in flight may take before it is stopped.
     pub drain_timeout: Duration,
+    /// Unit's `stdout` and `stderr`: a file instead of the app's log in rein's log directory, or `/dev/null`.
+    pub stdout: Option<Output>,
+    pub stderr: Option<Output>,
 }
 
 /// Keys every kind of application takes.
@@ -117,6 +120,8 @@ const KEYS: &[&str] = &[
     "restart",
     "socket",
     "reload",
+    "stdout",
+    "stderr",
 ];
 
 pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
@@ -181,6 +186,8 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         socket: SocketKind::Unix,
         reload: ReloadStrategy::default(),
         drain_timeout: Duration::from_secs(30),
+        stdout: None,
+        stderr: None,
     };
     if let AppKind::Php(_) = conf.kind {
         // PHP-FPM's graceful stop: workers finish their requests.
@@ -204,6 +211,8 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "stop" => stop(value, &p, &mut conf)?,
             "restart" => restart(value, &p, &mut conf)?,
             "reload" => reload(value, &p, &mut conf)?,
+            "stdout" => conf.stdout = Some(output(value, &p)?),
+            "stderr" => conf.stderr = Some(output(value, &p)?),
             "socket" => {
                 conf.socket = match string(value, &p)? {
                     "unix" => SocketKind::Unix,
@@ -315,6 +324,15 @@ fn environment(v: &Value, path: &JsonPath) -> Result<Vec<(String, String)>, Conf
             Ok((k.clone(), string(val, &path.key(k))?.to_owned()))
         })
         .collect()
+}
+
+/// Unit's `stdout` / `stderr`: an absolute file name; `/dev/null` discards the stream.
+fn output(v: &Value, path: &JsonPath) -> Result<Output, ConfigError> {
+    match string(v, path)? {
+        "/dev/null" => Ok(Output::Discard),
+        file if Path::new(file).is_absolute() => Ok(Output::Log(PathBuf::from(file))),
+        _ => Err(path.error("must be an absolute file name (or \"/dev/null\")")),
+    }
 }
 
 /// A number, or Unit's `{"max", "spare", "idle_timeout"}` (dynamic scaling between `spare` and `max`).

@@ -20,7 +20,7 @@ use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
 };
 use super::php::{self, Launch};
-use super::spawn::{self, AppSocket, SpawnSpec};
+use super::spawn::{self, AppSocket, Output, SpawnSpec};
 use super::watch;
 use super::{AppView, Paths};
 use crate::upstream::conf::ServerAddr;
@@ -299,8 +299,14 @@ impl Runner {
             user: c.user.clone(),
             group: c.group.clone(),
             socket,
-            stdout: self.paths.log.clone(),
-            stderr: self.paths.log.clone(),
+            stdout: c
+                .stdout
+                .clone()
+                .unwrap_or_else(|| Output::Log(self.paths.log.clone())),
+            stderr: c
+                .stderr
+                .clone()
+                .unwrap_or_else(|| Output::Log(self.paths.log.clone())),
             log_rotation: Default::default(),
             name: self.name.clone(),
             // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.

@@ -25,14 +25,14 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use nix::sys::signal::Signal;
 use nix::unistd::{Gid, Group, Pid, Uid, User};
 use socket2::{Domain, SockAddr, Socket, Type};
 use tokio::task::JoinHandle;
 
-use super::logs::{self, Rotation};
+use super::logs::{self, LogFile, Rotation};
 
 /// Which socket an app instance listens on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +78,9 @@ pub struct SpawnSpec {
     pub group: Option<String>,
     /// The listening socket passed as fd 3 (the fd itself is the `listener` argument of [`spawn`]).
     pub socket: AppSocket,
-    /// Log files for the child's standard output and error (may be the same file).
-    pub stdout: PathBuf,
-    pub stderr: PathBuf,
+    /// Where the child's standard output and error go (may be the same file).
+    pub stdout: Output,
+    pub stderr: Output,
     pub log_rotation: Rotation,
     /// Node.js: `(preload.js, NODE_PATH dir)` from [`install_node_support`]; adds `--require preload.js` to
     /// `NODE_OPTIONS` and the dir (holding `unit-http`) to `NODE_PATH`.
@@ -90,6 +90,25 @@ pub struct SpawnSpec {
     /// The signal the process gets if rein dies (`PR_SET_PDEATHSIG`): SIGKILL, or a signal that lets a
     /// master process take its own workers down (PHP-FPM's workers are not rein's children).
     pub death_signal: Signal,
+}
+
+/// Where one of a child's output streams goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// A size-rotated file written by rein, through a pipe ([`super::logs`]).
+    Log(PathBuf),
+    /// Nowhere: the stream is `/dev/null`, and rein reads nothing.
+    Discard,
+}
+
+impl Output {
+    /// The log file, unless the stream is discarded.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Output::Log(path) => Some(path),
+            Output::Discard => None,
+        }
+    }
 }
 
 /// `PATH` for children when rein has none.
@@ -176,8 +195,18 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     let context = |e: io::Error| io::Error::new(e.kind(), format!("app {:?}: {e}", spec.name));
     let creds = credentials(spec.user.as_deref(), spec.group.as_deref()).map_err(context)?;
     // Open the logs first, so a bad log path fails here rather than inside a pump.
-    let out_log = logs::shared(&spec.stdout, spec.log_rotation).map_err(context)?;
-    let err_log = logs::shared(&spec.stderr, spec.log_rotation).map_err(context)?;
+    let open = |output: &Output| {
+        output
+            .path()
+            .map(|path| logs::shared(path, spec.log_rotation))
+            .transpose()
+            .map_err(context)
+    };
+    let (out_log, err_log) = (open(&spec.stdout)?, open(&spec.stderr)?);
+    let stdio = |log: &Option<_>| match log {
+        Some(_) => Stdio::piped(),
+        None => Stdio::null(),
+    };
 
     // An fd below 3 would be clobbered by the stdio setup before it is moved to 3.
     let moved;
@@ -205,8 +234,8 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
         .env_clear()
         .envs(environment(spec, &creds))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(stdio(&out_log))
+        .stderr(stdio(&err_log))
         .process_group(0)
         .kill_on_drop(false);
     // chdir happens after the user switch, so the directory must be accessible to the app's user.
@@ -227,13 +256,29 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     let mut child = spawner()
         .spawn(cmd)
         .map_err(|e| io::Error::new(e.kind(), format!("app {:?}: cannot start: {e}", spec.name)))?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let stderr = child.stderr.take().expect("piped stderr");
+    let stdout = pump(child.stdout.take(), out_log, &spec.name);
+    let stderr = pump(child.stderr.take(), err_log, &spec.name);
     Ok(Spawned {
         child,
-        stdout: tokio::spawn(logs::pump(stdout, out_log, spec.name.clone())),
-        stderr: tokio::spawn(logs::pump(stderr, err_log, spec.name.clone())),
+        stdout,
+        stderr,
     })
+}
+
+/// The task copying one of the child's pipes into its log; one that has nothing to copy when the stream is
+/// discarded.
+fn pump<R>(
+    pipe: Option<R>,
+    log: Option<Arc<Mutex<LogFile>>>,
+    name: &str,
+) -> JoinHandle<io::Result<u64>>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    match (pipe, log) {
+        (Some(pipe), Some(log)) => tokio::spawn(logs::pump(pipe, log, name.to_owned())),
+        _ => tokio::spawn(std::future::ready(Ok(0))),
+    }
 }
 
 /// In the child, between fork and exec.

@@ -21,13 +21,18 @@ fn spec(
         user: None,
         group: None,
         socket: socket.clone(),
-        stdout: dir.join(format!("{name}.out.log")),
-        stderr: dir.join(format!("{name}.err.log")),
+        stdout: Output::Log(dir.join(format!("{name}.out.log"))),
+        stderr: Output::Log(dir.join(format!("{name}.err.log"))),
         log_rotation: Rotation::default(),
         node: None,
         name: name.into(),
         death_signal: Signal::SIGKILL,
     }
+}
+
+/// What a stream's log file holds so far.
+fn read_log(output: &Output) -> String {
+    std::fs::read_to_string(output.path().unwrap()).unwrap_or_default()
 }
 
 /// Waits for the process and its log pumps; returns (status, stdout log, stderr log).
@@ -51,11 +56,7 @@ async fn finish(spawned: Spawned, spec: &SpawnSpec) -> (std::process::ExitStatus
         .unwrap()
         .unwrap()
         .unwrap();
-    (
-        status,
-        std::fs::read_to_string(&spec.stdout).unwrap_or_default(),
-        std::fs::read_to_string(&spec.stderr).unwrap_or_default(),
-    )
+    (status, read_log(&spec.stdout), read_log(&spec.stderr))
 }
 
 fn http_get(connect: impl Fn() -> io::Result<Box<dyn ReadWrite>>) -> String {
@@ -155,7 +156,7 @@ async fn shell_app_sees_socket_activation_environment() {
         assert!(out.contains("stdin=/dev/null"), "{out}");
         assert!(out.contains("fd4=closed"), "no other fd leaks: {out}");
         assert!(err.contains("to-stderr"), "{err}");
-        std::fs::remove_file(&spec.stdout).unwrap();
+        std::fs::remove_file(spec.stdout.path().unwrap()).unwrap();
     }
 }
 
@@ -254,7 +255,7 @@ async fn signal_group_kills_grandchildren() {
     let pid = spawned.child.id().unwrap();
     let deadline = Instant::now() + DEADLINE;
     let grandchild: u32 = loop {
-        let out = std::fs::read_to_string(&spec.stdout).unwrap_or_default();
+        let out = read_log(&spec.stdout);
         if let Some(g) = out.trim().strip_prefix("grandchild=") {
             break g.parse().unwrap();
         }

@@ -112,3 +112,35 @@ fn app_output_lands_in_its_log_file() {
         "each app has its own log"
     );
 }
+
+/// Unit's `stdout` and `stderr`: a file of the user's instead of the app's log, or nowhere (`/dev/null`).
+#[test]
+fn stdout_and_stderr_can_go_to_a_file_or_nowhere() {
+    let rein = Rein::start();
+    let err_file = rein.dir.path().join("py.err");
+    let conf = json!({"stdout": "/dev/null", "stderr": err_file.display().to_string()});
+    let addr = serve_one(&rein, "py", python_app("redirected", &[], conf));
+    let pid = *wait_ready(&rein, "py", 1).first().unwrap();
+    wait_for("the app's stderr in its own file", || {
+        std::fs::read_to_string(&err_file)
+            .unwrap_or_default()
+            .contains(&format!("stderr redirected pid={pid}"))
+    });
+    assert_eq!(get(addr, "/").status, 200);
+    let log = app_log(&rein, "py");
+    assert!(
+        !log.contains("redirected"),
+        "nothing in the app's log: {log}"
+    );
+    let err = std::fs::read_to_string(&err_file).unwrap();
+    assert!(
+        !err.contains("start redirected"),
+        "stdout went nowhere: {err}"
+    );
+
+    let (code, body) = rein.api("PUT", "/config/applications/py/stdout", Some("\"py.out\""));
+    assert_eq!(code, 400, "{body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("applications/py/stdout"), "{body}");
+    assert!(detail.contains("absolute"), "{body}");
+}
