@@ -52,14 +52,22 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    /// Opens (creates, mode 0640) `path` for appending.
+    /// Opens (creates, mode 0640) `path` for appending. Only a regular file is rotated: a device or a pipe
+    /// (an app's `"stderr": "/dev/stderr"`, a container's log) is written as it is and never renamed.
     pub fn open(path: &Path, rotation: Rotation) -> io::Result<LogFile> {
         let file = open_append(path)?;
-        let size = file.metadata()?.len();
+        let meta = file.metadata()?;
+        let rotation = match meta.is_file() {
+            true => rotation,
+            false => Rotation {
+                max_bytes: 0,
+                ..rotation
+            },
+        };
         Ok(LogFile {
             path: path.to_owned(),
             file,
-            size,
+            size: meta.len(),
             rotation,
         })
     }
@@ -264,6 +272,7 @@ fn copy_available(file: &mut File, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     fn sizes(path: &Path, keep: u32) -> Vec<Option<u64>> {
@@ -314,6 +323,30 @@ mod tests {
         log.write_all(b"12345\n12345\nabc\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "12345\nabc\n");
         assert!(!numbered(&path, 1).exists());
+    }
+
+    #[test]
+    fn a_pipe_or_device_is_never_rotated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fifo");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // A reader first, so that opening the FIFO for writing does not wait for one.
+        let mut reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .unwrap();
+        let tiny = Rotation {
+            max_bytes: 10,
+            keep: 2,
+        };
+        let mut log = LogFile::open(&path, tiny).unwrap();
+        log.write_all(b"12345\n12345\n12345\n").unwrap();
+        assert!(!numbered(&path, 1).exists(), "nothing renamed");
+        assert!(fs::metadata(&path).unwrap().file_type().is_fifo());
+        let mut got = String::new();
+        reader.read_to_string(&mut got).ok();
+        assert_eq!(got, "12345\n12345\n12345\n");
     }
 
     #[tokio::test]
