@@ -20,7 +20,15 @@ pub const ADAPTER: &str = include_str!("python/rein_adapter.py");
 
 /// The keys of a Python application besides the common ones.
 pub const KEYS: &[&str] = &[
-    "path", "home", "module", "callable", "protocol", "threads", "prefix", "targets",
+    "path",
+    "home",
+    "module",
+    "callable",
+    "protocol",
+    "threads",
+    "thread_stack_size",
+    "prefix",
+    "targets",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +56,8 @@ pub struct PythonApp {
     pub targets: std::collections::BTreeMap<String, Callable>,
     pub protocol: Protocol,
     pub threads: usize,
+    /// Unit's `thread_stack_size`: bytes of stack for each thread the adapter starts.
+    pub thread_stack_size: Option<u64>,
 }
 
 impl PythonApp {
@@ -80,6 +90,9 @@ impl PythonApp {
         };
         add("--protocol", protocol.to_owned());
         add("--threads", self.threads.to_string());
+        if let Some(bytes) = self.thread_stack_size {
+            add("--thread-stack-size", bytes.to_string());
+        }
         for p in &self.path {
             add("--path", p.display().to_string());
         }
@@ -122,6 +135,10 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PythonApp, C
             n => n as usize,
         },
     };
+    let thread_stack_size = map
+        .get("thread_stack_size")
+        .map(|v| stack_size(v, &path.key("thread_stack_size")))
+        .transpose()?;
     let (app, targets) = match super::conf::targets(map, path, TARGET_KEYS, callable)? {
         // The adapter imports the first target as its main app; requests name theirs.
         Some(targets) => {
@@ -142,7 +159,16 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PythonApp, C
         targets,
         protocol,
         threads,
+        thread_stack_size,
     })
+}
+
+/// A thread stack size Python accepts (`threading.stack_size`): at least 32 KiB, whole 4 KiB pages.
+fn stack_size(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
+    match integer(v, path, 1 << 30)? {
+        n if n >= 32 * 1024 && n % 4096 == 0 => Ok(n),
+        _ => Err(path.error("must be at least 32768 bytes, in whole 4096-byte pages")),
+    }
 }
 
 fn callable(map: &Map<String, Value>, path: &JsonPath) -> Result<Callable, ConfigError> {
@@ -235,5 +261,43 @@ pub fn check(
     match status.success() {
         true => Ok(()),
         false => Err(text.trim_end().to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::conf::{AppKind, compile};
+    use super::*;
+
+    fn conf(extra: Value) -> Result<PythonApp, String> {
+        let mut v = json!({"type": "python", "module": "app"});
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        match compile(&v, &JsonPath::root().key("applications").key("py")) {
+            Ok(c) => match c.kind {
+                AppKind::Python(py) => Ok(py),
+                other => panic!("not Python: {other:?}"),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn thread_stack_size_reaches_the_adapter_and_is_checked() {
+        let py = conf(json!({"thread_stack_size": 262144})).unwrap();
+        let args = py.arguments(Path::new("/a.py")).join(" ");
+        assert!(args.contains("--thread-stack-size 262144"), "{args}");
+        let none = conf(json!({}))
+            .unwrap()
+            .arguments(Path::new("/a.py"))
+            .join(" ");
+        assert!(!none.contains("stack"), "{none}");
+        for bad in [json!(1000), json!(40000), json!("1M"), json!(-4096)] {
+            let err = conf(json!({"thread_stack_size": bad})).unwrap_err();
+            assert!(err.contains("applications/py/thread_stack_size"), "{err}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 rein starts each instance of a `"type": "python"` application as
 
     python3 rein_adapter.py --module M [--callable C] [--protocol wsgi|asgi] [--threads N]
-                            [--path DIR]... [--prefix /p] [--check]
+                            [--thread-stack-size BYTES] [--path DIR]... [--prefix /p] [--check]
 
 with a listening socket (Unix or TCP) as fd 3, systemd style (LISTEN_FDS=1; LISTEN_PID is not
 checked: a parent that execs directly cannot know the pid in advance). The file uses only the
@@ -1384,6 +1384,8 @@ def parse_args(argv):
     parser.add_argument("--callable", default="application")
     parser.add_argument("--protocol", choices=("wsgi", "asgi"), default="wsgi")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--thread-stack-size", type=int, default=0,
+                        help="stack size in bytes of the threads the adapter starts (Unit's thread_stack_size)")
     parser.add_argument("--path", action="append", default=[])
     parser.add_argument("--prefix", default="")
     parser.add_argument("--target", action="append", default=[],
@@ -1470,6 +1472,8 @@ def run_event_loop(coro):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.thread_stack_size:
+        threading.stack_size(args.thread_stack_size)  # before the app starts any thread of its own
     here = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == here:
         del sys.path[0]  # rein's state directory is not the app's

@@ -638,6 +638,17 @@ class WsgiThreadsTests(unittest.TestCase):
             for client in idle:
                 client.close()
 
+    def test_thread_stack_size_applies_to_the_threads(self):
+        adapter = Adapter("wsgi_app", "--thread-stack-size", "262144")
+        try:
+            adapter.wait_ready()
+            with adapter.client() as client:
+                self.assertEqual(client.request("/stack_size").body, b"262144\n")
+            with self.adapter.client() as client:
+                self.assertEqual(client.request("/stack_size").body, b"0\n")
+        finally:
+            adapter.cleanup()
+
     def test_at_most_threads_requests_at_once(self):
         with self.adapter.client() as client:
             client.request("/maxconc")

@@ -209,4 +209,6 @@ def application(environ, start_response):
         return sleep(environ, start_response)
     if path == "/maxconc":
         return max_concurrency(environ, start_response)
+    if path == "/stack_size":  # the stack size threads started now get (0: the system's default)
+        return text(start_response, "%d\n" % threading.stack_size())
     return text(start_response, "not found: %s\n" % path, status="404 Not Found")
