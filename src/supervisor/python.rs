@@ -1,6 +1,7 @@
 //! `"type": "python"` applications: Unit's schema (`path`, `home`, `module`, `callable`, `protocol`,
-//! `threads`, `prefix`), hosted by rein's adapter (`python/rein_adapter.py`, standard library only), which
-//! serves the app's WSGI or ASGI callable over FastCGI on the socket rein passes it.
+//! `threads`, `thread_stack_size`, `prefix`, `targets`), hosted by rein's adapter (`python/rein_adapter.py`,
+//! standard library only), which serves the app's WSGI or ASGI callable over FastCGI on the socket rein
+//! passes it.
 //!
 //! Before a configuration with a new or changed Python app is accepted, rein runs the adapter with
 //! `--check` (import the module, find the callable): an import error, a syntax error or a missing callable
