@@ -1,4 +1,5 @@
-//! App logs: a child's stdout and stderr are pipes read by rein and written to size-rotated files.
+//! App logs: a child's stdout and stderr are pipes read by rein and written to size-rotated files (a device
+//! or pipe named by the app's `stdout`/`stderr`, such as `/dev/stderr`, is written to but never rotated).
 //!
 //! Piping through rein (rather than handing the child the file itself) makes rotation exact: rein is the only
 //! writer, so it renames `app.log` → `app.log.1` … at the moment the size limit is reached and the next byte

@@ -288,6 +288,11 @@ impl Runner {
                 environment: c.environment.clone(),
             },
         };
+        // Unit's `stdout` / `stderr` when set, else the app's log.
+        let output = |o: &Option<Output>| {
+            o.clone()
+                .unwrap_or_else(|| Output::Log(self.paths.log.clone()))
+        };
         Ok(SpawnSpec {
             node: is_node(&executable)
                 .then(|| self.paths.node.clone())
@@ -299,14 +304,8 @@ impl Runner {
             user: c.user.clone(),
             group: c.group.clone(),
             socket,
-            stdout: c
-                .stdout
-                .clone()
-                .unwrap_or_else(|| Output::Log(self.paths.log.clone())),
-            stderr: c
-                .stderr
-                .clone()
-                .unwrap_or_else(|| Output::Log(self.paths.log.clone())),
+            stdout: output(&c.stdout),
+            stderr: output(&c.stderr),
             log_rotation: Default::default(),
             name: self.name.clone(),
             // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.

@@ -2,10 +2,11 @@
 //!
 //! How a child starts ([`spawn`]):
 //! - rein forks and, in the child before exec: `setpgid(0, 0)` (its own process group, so [`signal_group`]
-//!   reaches grandchildren), stdin `/dev/null`, stdout/stderr pipes read by rein ([`super::logs`]), the user
-//!   switch when rein is root (`setgroups` to the user's groups, `setgid`, `setuid`), then
-//!   `PR_SET_PDEATHSIG` (SIGKILL unless the spec says otherwise) — after the switch, because a credential change clears it — and finally the
-//!   listening socket `dup2`'d to fd 3 without close-on-exec.
+//!   reaches grandchildren), stdin `/dev/null`, stdout/stderr pipes read by rein ([`super::logs`]; `/dev/null`
+//!   for a stream the app's `stdout`/`stderr` discards), the user switch when rein is root (`setgroups` to the
+//!   user's groups, `setgid`, `setuid`), then `PR_SET_PDEATHSIG` (SIGKILL unless the spec says otherwise) —
+//!   after the switch, because a credential change clears it — and finally the listening socket `dup2`'d to
+//!   fd 3 without close-on-exec.
 //! - it execs rein itself (`/proc/self/exe __exec -- PROG ARGS...`, so an upgraded or deleted rein binary still
 //!   works) as a shim ([`exec_shim`]) that sets `LISTEN_PID` to its own pid and `execvp`s the app: the pid is
 //!   then the app's pid, as the systemd socket-activation protocol requires (`LISTEN_FDS=1`,
