@@ -75,8 +75,8 @@ pub struct AppConf {
     pub group: Option<String>,
     /// Instances to start with (Unit's number, or `spare` of the object form).
     pub processes: usize,
-    /// Unit's `{"max", "spare", "idle_timeout"}`: grow towards `max` while every instance is busy, shrink back
-    /// towards `spare` after `idle_timeout` without a request in flight.
+    /// Unit's `{"max", "spare", "idle_timeout"}`: grow towards `max` while every instance is busy; retire an
+    /// instance above `spare` once it has served nothing for `idle_timeout`.
     pub scale: Option<Scale>,
     /// An instance whose resident memory exceeds this many bytes is replaced by a rolling restart.
     pub memory_limit: Option<u64>,

@@ -261,8 +261,13 @@ fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     let mut u = UpstreamConf::with_servers(Vec::new());
     // An instance is usually one event loop or one worker (Node.js, Python, PHP-FPM's pool): one stalled by a
     // garbage collection, a slow request or the scheduler keeps its requests in flight, and round-robin would
-    // keep queueing its share behind them while the others idle. Ties, as when idle, alternate.
-    u.balance = Balance::LeastConnections;
+    // keep queueing its share behind them while the others idle. Ties, as when idle, alternate; an app that
+    // scales packs them onto its oldest instances instead, so that light traffic lets the newest fall idle
+    // and be retired (`Runner::scale`).
+    u.balance = match conf.scale {
+        Some(scale) if scale.max > scale.spare => Balance::Packed,
+        _ => Balance::LeastConnections,
+    };
     u.passive.failures = 0;
     u.queue_timeout = conf.ready_timeout.min(Duration::from_secs(30));
     if let Some(t) = conf.request_timeout {

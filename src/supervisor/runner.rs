@@ -51,6 +51,9 @@ struct Instance {
     started: Instant,
     /// Ends the instance's probe and drain watcher.
     cancel: CancellationToken,
+    /// When the instance was last seen serving, and its request count then (for scaling down).
+    busy_at: Instant,
+    requests_seen: u64,
 }
 
 pub struct Runner {
@@ -68,8 +71,8 @@ pub struct Runner {
     reload_base: Option<(u64, u64)>,
     /// Instances wanted now, between `spare` and `max` when the app scales.
     target: usize,
-    /// Since when no request has been in flight (for scaling down).
-    idle_since: Instant,
+    /// When the app last scaled (one step per `idle_timeout` down).
+    scaled_at: Instant,
     /// Watches the app's files (`watch`); dropped (stopped) with the runner or on a change of `watch`.
     watcher: Option<watch::Watcher>,
 }
@@ -114,7 +117,7 @@ impl Runner {
             view,
             reload_base: None,
             target,
-            idle_since: Instant::now(),
+            scaled_at: Instant::now(),
             watcher: None,
         };
         runner.start_watching();
@@ -263,6 +266,8 @@ impl Runner {
                 server,
                 started: Instant::now(),
                 cancel,
+                busy_at: Instant::now(),
+                requests_seen: 0,
             },
         );
         Ok(pid)
@@ -490,29 +495,44 @@ impl Runner {
         }
     }
 
-    /// One step at a time: up while every ready instance has a request in flight, down after `idle_timeout`
-    /// without any.
+    /// One step at a time: up while every ready instance has a request in flight; down when the newest ready
+    /// instance (the one a resize retires) has served nothing for `idle_timeout`, as Unit reaps an idle
+    /// process above `spare`. Requests go to the oldest instances first ([`upstream_conf`]'s packing), so
+    /// under light traffic the newest fall idle even while the app as a whole is never idle.
+    ///
+    /// [`upstream_conf`]: super::upstream_conf
     fn scale(&mut self, scale: Scale, ready: &[&InstanceStatus], now: Instant) {
-        let in_flight: Vec<u32> = ready
-            .iter()
-            .filter_map(|i| self.instances.get(&i.id).map(|inst| inst.server.active()))
-            .collect();
-        if in_flight.iter().any(|n| *n > 0) {
-            self.idle_since = now;
+        let mut all_busy = !ready.is_empty();
+        for status in ready {
+            let Some(instance) = self.instances.get_mut(&status.id) else {
+                continue;
+            };
+            let (active, requests) = (instance.server.active(), instance.server.requests());
+            if active > 0 || requests != instance.requests_seen {
+                instance.busy_at = now;
+                instance.requests_seen = requests;
+            }
+            all_busy &= active > 0;
         }
-        let busy = !in_flight.is_empty() && in_flight.iter().all(|n| *n > 0);
-        let wanted = if busy && self.target < scale.max {
+        let newest_idle = ready
+            .iter()
+            .map(|status| status.id)
+            .max()
+            .and_then(|id| self.instances.get(&id))
+            .is_some_and(|i| now.duration_since(i.busy_at) >= scale.idle_timeout);
+        let wanted = if all_busy && self.target < scale.max {
             self.target + 1
         } else if self.target > scale.spare
-            && now.duration_since(self.idle_since) >= scale.idle_timeout
+            && newest_idle
+            && now.duration_since(self.scaled_at) >= scale.idle_timeout
         {
-            self.idle_since = now;
             self.target - 1
         } else {
             return;
         };
         tracing::info!(app = %self.name, from = self.target, to = wanted, "scaling");
         self.target = wanted;
+        self.scaled_at = now;
         let effects = self
             .machine
             .handle(Event::Resize { processes: wanted }, now);

@@ -14,6 +14,11 @@
 //! - [`Balance::LeastConnections`] takes the available server with the
 //!   smallest `active / weight`; servers tied on that load are chosen among by
 //!   the same smooth round-robin, so equal idle servers alternate.
+//! - [`Balance::Packed`] takes the same least loaded servers, but ties go to
+//!   the first in the list: light traffic stays on the first servers and the
+//!   last ones fall idle. Not offered in configuration; it is how an
+//!   application that scales (`processes` with `spare` below `max`) spreads
+//!   requests, so that the instances it grew can go idle and be retired.
 //! - [`Balance::IpHash`] is weighted rendezvous (highest-random-weight)
 //!   hashing: each available server scores `-weight / ln(u)` with `u` in
 //!   (0, 1) drawn from a stable hash of (client address, server index), and
@@ -37,6 +42,7 @@ pub enum Balance {
     RoundRobin,
     LeastConnections,
     IpHash,
+    Packed,
 }
 
 /// What the balancer sees of one server at the moment of choosing.
@@ -116,6 +122,14 @@ impl Balancer {
                 let limit = least + least * 1e-9;
                 self.smooth(candidates, |c| c.usable() && load(c) <= limit)
             }
+            (Balance::Packed, _) => candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.usable())
+                .min_by(|(_, a), (_, b)| {
+                    (f64::from(a.active) / a.weight).total_cmp(&(f64::from(b.active) / b.weight))
+                })
+                .map(|(i, _)| i),
             (Balance::IpHash, Some(ip)) => {
                 let key = client_key(ip);
                 let mut best: Option<(usize, f64)> = None;
@@ -398,6 +412,27 @@ mod tests {
             .map(|_| b.pick(Balance::LeastConnections, &c, None).unwrap())
             .collect();
         assert_eq!(seq, vec![0, 1, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn packed_keeps_ties_on_the_first_server() {
+        let mut c = cands(&[1.0, 1.0, 1.0]);
+        let mut b = Balancer::new(3);
+        // All idle: always the first, so the others fall idle.
+        for _ in 0..5 {
+            assert_eq!(b.pick(Balance::Packed, &c, None), Some(0));
+        }
+        // The first busy: the next idle one; then the least loaded, ties to the earlier.
+        c[0].active = 1;
+        assert_eq!(b.pick(Balance::Packed, &c, None), Some(1));
+        c[1].active = 1;
+        assert_eq!(b.pick(Balance::Packed, &c, None), Some(2));
+        c[2].active = 1;
+        assert_eq!(b.pick(Balance::Packed, &c, None), Some(0));
+        c[0].active = 3;
+        assert_eq!(b.pick(Balance::Packed, &c, None), Some(1));
+        c[1].available = false;
+        assert_eq!(b.pick(Balance::Packed, &c, None), Some(2));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Configuration persistence: apps that fail after a restart of rein keep their configuration.
+//! An app over time: its configuration kept across restarts of rein, scaling between `spare` and `max`,
+//! memory and request limits, watched files.
 
 use super::*;
 
@@ -56,38 +57,78 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
     assert_eq!(get(addr, "/").text(), format!("python:persisted:{pid}"));
 }
 
-#[test]
-fn a_busy_app_scales_up_to_max_and_back_to_spare_when_idle() {
-    let rein = Rein::start();
+/// Clients each sending `path` back to back on their own keep-alive connection, until finished.
+struct Clients {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<Vec<u16>>>,
+}
+
+impl Clients {
+    fn start(addr: std::net::SocketAddr, n: usize, path: &'static str) -> Clients {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut conn = Conn::open(addr);
+                    let mut codes = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        codes.push(conn.get(path, &[]).status);
+                    }
+                    codes
+                })
+            })
+            .collect();
+        Clients { stop, threads }
+    }
+
+    /// Stops the clients; asserts every answer was a 200.
+    fn finish(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads {
+            let codes = thread.join().unwrap();
+            assert!(
+                !codes.is_empty() && codes.iter().all(|c| *c == 200),
+                "{codes:?}"
+            );
+        }
+    }
+}
+
+/// A 3-instance-max app grown to `max` by held requests.
+fn grown_app(rein: &Rein) -> std::net::SocketAddr {
     let conf = node_app(
         "slow.js",
         &[],
         json!({"processes": {"max": 3, "spare": 1, "idle_timeout": 0.5}}),
     );
-    let addr = serve_one(&rein, "slow", conf);
-    wait_ready(&rein, "slow", 1);
+    let addr = serve_one(rein, "slow", conf);
+    wait_ready(rein, "slow", 1);
     // Held requests keep every instance busy: rein adds instances, one a second, up to `max`.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let holders: Vec<_> = (0..6)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut conn = Conn::open(addr);
-                let mut codes = Vec::new();
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    codes.push(conn.get("/?ms=300", &[]).status);
-                }
-                codes
-            })
-        })
-        .collect();
-    wait_ready(&rein, "slow", 3);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for holder in holders {
-        assert!(holder.join().unwrap().iter().all(|c| *c == 200));
-    }
+    let burst = Clients::start(addr, 6, "/?ms=300");
+    wait_ready(rein, "slow", 3);
+    burst.finish();
+    addr
+}
+
+#[test]
+fn a_busy_app_scales_up_to_max_and_back_to_spare_when_idle() {
+    let rein = Rein::start();
+    grown_app(&rein);
     // Idle again: back to `spare`, one step per idle_timeout.
     wait_ready(&rein, "slow", 1);
+}
+
+#[test]
+fn steady_light_traffic_lets_the_instances_grown_for_a_burst_retire() {
+    let rein = Rein::start();
+    let addr = grown_app(&rein);
+    // One client keeps a request in flight nearly all the time: the app is never idle, but one instance
+    // serves it, so the two grown for the burst serve nothing and are retired (as Unit reaps an idle
+    // process above `spare`), with no request failing meanwhile.
+    let light = Clients::start(addr, 1, "/?ms=20");
+    wait_ready(&rein, "slow", 1);
+    light.finish();
 }
 
 #[test]
