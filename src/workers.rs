@@ -119,6 +119,12 @@ pub fn current() -> usize {
     INDEX.get()
 }
 
+/// Makes the calling thread count as worker `index` (tests that play several workers on plain threads).
+#[cfg(test)]
+pub fn pretend_current(index: usize) {
+    INDEX.set(index);
+}
+
 /// The number of workers to start by default: one per core this process may run on.
 pub fn default_count() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)

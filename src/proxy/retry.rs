@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ProxyError;
 use super::body::UploadWatch;
@@ -102,6 +102,9 @@ where
     Err(last_error)
 }
 
+/// How long a request in line waits at most before looking for a server again, woken or not.
+const RELOOK: Duration = Duration::from_millis(100);
+
 /// A server to send to: one available now, or the first to become available within `queue_timeout`.
 /// Servers this request already failed on are not candidates: an application instance that just died may
 /// still be listed for a moment, and its replacement is worth the wait. Fixed servers that all failed it
@@ -136,15 +139,21 @@ pub(crate) async fn wait_for_server(
         // A newcomer does not take the slot a waiting request was woken for: it queues behind them.
         let behind = first_try && in_line.is_none() && upstream.queued() > 0;
         if !behind && let Some(found) = upstream.pick(client, excluded) {
+            if in_line.take().is_some() {
+                upstream.pass_on_room();
+            }
             return Some(found);
         }
         if first_try && in_line.is_none() {
             in_line = Some(upstream.in_line());
         }
+        // Looked at again now and then, whatever wakes it: a wake-up lost to a race costs at most this.
+        let relook = tokio::time::Instant::now() + RELOOK;
         let wake = upstream
             .next_return()
             .map(tokio::time::Instant::from_std)
-            .map_or(deadline, |t| t.min(deadline));
+            .map_or(deadline, |t| t.min(deadline))
+            .min(relook);
         if tokio::time::Instant::now() >= deadline {
             return None;
         }

@@ -244,10 +244,9 @@ impl Supervisor {
         let out: serde_json::Map<String, Value> = apps
             .iter()
             .map(|(name, app)| {
-                (
-                    name.clone(),
-                    view_json(&app.view.lock().unwrap_or_else(|e| e.into_inner())),
-                )
+                let mut view = view_json(&app.view.lock().unwrap_or_else(|e| e.into_inner()));
+                view["queued"] = json!(app.upstream.queued());
+                (name.clone(), view)
             })
             .collect();
         Value::Object(out)

@@ -84,6 +84,16 @@ impl Line {
         self.freed_at(self.here())
     }
 
+    #[cfg(test)]
+    pub fn freed_at_for_test(&self, lane: usize) -> Notified<'_> {
+        self.freed_at(lane)
+    }
+
+    #[cfg(test)]
+    pub fn join_at_for_test(&self, lane: usize) -> InLine<'_> {
+        self.join_at(lane)
+    }
+
     fn freed_at(&self, lane: usize) -> Notified<'_> {
         self.lanes[lane].freed.notified()
     }
@@ -110,11 +120,20 @@ impl Line {
     pub fn release(&self, lane: usize, anyone_waiting: bool) {
         self.lanes[lane].held.fetch_sub(1, Ordering::Relaxed);
         if anyone_waiting {
-            self.wake_from(lane);
+            self.wake_from(lane, true);
         }
     }
 
-    fn wake_from(&self, here: usize) {
+    /// A slot is free that no wake-up is on its way for (see [`Upstream::pass_on_room`]): wakes the request
+    /// in line of the lane holding the fewest slots per request, this thread's on a tie.
+    ///
+    /// [`Upstream::pass_on_room`]: super::Upstream::pass_on_room
+    pub fn wake_for_room(&self) {
+        self.wake_from(self.here(), false);
+    }
+
+    /// `freed_here`: the slot was this lane's, so another lane must do better even with it to get it.
+    fn wake_from(&self, here: usize, freed_here: bool) {
         // Slots held per request in line, compared crosswise: this lane as it is, another lane as it would be
         // with this slot. The slot stays on this thread unless passing it on still leaves the other lane with
         // fewer slots per request than this one: no slot bounces between two lanes that are about even.
@@ -124,7 +143,8 @@ impl Line {
             if queued == 0 {
                 continue;
             }
-            let held = u64::from(lane.held.load(Ordering::Relaxed)) + u64::from(i != here);
+            let held =
+                u64::from(lane.held.load(Ordering::Relaxed)) + u64::from(freed_here && i != here);
             let better = best.is_none_or(|(_, best_held, best_queued)| {
                 let (mine, theirs) = (held * best_queued, best_held * queued);
                 mine < theirs || (mine == theirs && i == here)

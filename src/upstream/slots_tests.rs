@@ -90,3 +90,119 @@ async fn a_newcomer_queues_behind_a_request_already_waiting() {
     assert!(waiter.await.expect("no panic"), "the waiter got the slot");
     assert!(newcomer.await.is_some(), "then the newcomer");
 }
+
+/// Two servers of one slot each, an upstream with a lane per worker thread.
+fn two_single_slot_servers(lanes: usize) -> (Arc<Upstream>, Vec<Member>) {
+    let servers: Vec<Member> = (0..2)
+        .map(|i| Member {
+            weight: 1.0,
+            max_connections: Some(1),
+            state: Arc::new(ServerState::new(
+                ServerAddr::parse(&format!("127.0.0.1:{}", 9 + i)).expect("an address"),
+            )),
+        })
+        .collect();
+    let mut conf = UpstreamConf::to_one(ServerAddr::parse("127.0.0.1:9").expect("an address"));
+    conf.balance = super::balance::Balance::LeastConnections;
+    conf.passive.failures = 0;
+    let upstream = Upstream::build_with_lanes("t", conf, servers.clone(), true, lanes);
+    (upstream, servers)
+}
+
+#[test]
+fn a_request_leaving_the_line_wakes_another_for_a_slot_left_free() {
+    use futures_util::FutureExt;
+
+    let (upstream, _) = two_single_slot_servers(2);
+    // Lane 1 has a request in line; lane 0's request takes a slot, and the other slot is free.
+    let _in_line = upstream.line.join_at_for_test(1);
+    let mut woken = std::pin::pin!(upstream.line.freed_at_for_test(1));
+    woken.as_mut().enable();
+    let _slot = upstream.pick(None, &[]).expect("a slot");
+    assert!(
+        woken.as_mut().now_or_never().is_none(),
+        "nobody woke it yet"
+    );
+    upstream.pass_on_room();
+    assert!(
+        woken.as_mut().now_or_never().is_some(),
+        "the request in line is woken for the free slot"
+    );
+}
+
+#[test]
+fn every_lane_is_served_while_both_wait() {
+    use std::sync::atomic::AtomicU64;
+
+    use crate::proxy::retry::wait_for_server;
+
+    const TOTAL: u64 = 20_000;
+    let (upstream, _) = two_single_slot_servers(2);
+    // The servers: a thread that answers each request after a few microseconds of work, so that the worker
+    // threads sleep between answers and are woken across threads, as with real instances.
+    let (server_tx, server_rx) = std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<()>>();
+    std::thread::spawn(move || {
+        while let Ok(reply) = server_rx.recv() {
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_micros(40) {}
+            let _ = reply.send(());
+        }
+    });
+    let total = Arc::new(AtomicU64::new(0));
+    // For each lane: the request count when it was last served, and the longest run of requests served
+    // without it.
+    let last = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let longest_without = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let threads: Vec<_> = (0..2)
+        .map(|lane| {
+            let (upstream, total) = (upstream.clone(), total.clone());
+            let (last, longest_without) = (last.clone(), longest_without.clone());
+            let server_tx = server_tx.clone();
+            std::thread::spawn(move || {
+                crate::workers::pretend_current(lane);
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime");
+                rt.block_on(async move {
+                    let tasks: Vec<_> = (0..40)
+                        .map(|_| {
+                            let (upstream, total, server) =
+                                (upstream.clone(), total.clone(), server_tx.clone());
+                            let (last, longest_without) = (last.clone(), longest_without.clone());
+                            tokio::spawn(async move {
+                                while total.load(Ordering::SeqCst) < TOTAL {
+                                    let slot = wait_for_server(&upstream, None, &[]).await;
+                                    let slot = slot.expect("a slot within the queue timeout");
+                                    let (tx, rx) = tokio::sync::oneshot::channel();
+                                    server.send(tx).expect("the server thread");
+                                    rx.await.expect("an answer");
+                                    drop(slot);
+                                    let n = total.fetch_add(1, Ordering::SeqCst) + 1;
+                                    last[lane].store(n, Ordering::SeqCst);
+                                    let other = 1 - lane;
+                                    let without =
+                                        n.saturating_sub(last[other].load(Ordering::SeqCst));
+                                    longest_without[other].fetch_max(without, Ordering::SeqCst);
+                                }
+                            })
+                        })
+                        .collect();
+                    for task in tasks {
+                        task.await.expect("no panic");
+                    }
+                });
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("no panic");
+    }
+    // Two lanes of 40 requests sharing two slots take turns: neither goes unserved while the other's next
+    // 400 requests are.
+    let longest = [0, 1].map(|lane| longest_without[lane].load(Ordering::SeqCst));
+    assert!(
+        longest.iter().all(|n| *n < 400),
+        "requests served while a lane waited: {longest:?}"
+    );
+}

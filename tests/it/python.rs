@@ -120,12 +120,16 @@ fn threads_bound_what_one_instance_runs_at_once() {
     let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 2})));
     let _ = get(addr, "/maxconc");
     let clients: Vec<_> = (0..6)
-        .map(|_| std::thread::spawn(move || get(addr, "/sleep?ms=150").status))
+        .map(|_| std::thread::spawn(move || get(addr, "/sleep?ms=400").status))
         .collect();
+    // The four beyond the instance's two threads wait in rein, and the status says so.
+    let queued = || rein.api("GET", "/status/applications/py", None).1["queued"].clone();
+    wait_for("requests queued in rein", || queued().as_u64() >= Some(1));
     for c in clients {
         assert_eq!(c.join().unwrap(), 200);
     }
     assert_eq!(json_of(&get(addr, "/maxconc"))["max"], 2);
+    assert_eq!(queued(), 0);
 }
 
 #[test]
