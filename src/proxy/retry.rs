@@ -159,7 +159,9 @@ pub(crate) async fn wait_for_server(
         }
         tokio::select! {
             _ = &mut changed => {}
-            _ = &mut freed => {}
+            _ = &mut freed => if first_try {
+                upstream.line.woken();
+            },
             _ = tokio::time::sleep_until(wake) => {}
         }
     }

@@ -14,6 +14,13 @@
 //! single line); a thread whose line grows draws slots from the other; a lane with nobody
 //! in line passes every slot on. Within a lane, requests are woken in the order they came
 //! (`Notify` wakes in order).
+//!
+//! A wake-up can be spent without its slot being taken (the woken request looked just before the slot
+//! freed, and another took the one it was woken for). The lanes' rule never hands such a stray slot on by
+//! itself, and one worker thread's requests then waited for seconds while the other thread served alone,
+//! at half the rate. So the wake-ups on their way are counted ([`Line::pending`]), and a request that
+//! leaves the line with a slot wakes one more when more slots are free than that
+//! ([`super::Upstream::pass_on_room`]); and a request in line looks again every 100 ms whatever wakes it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -26,6 +33,8 @@ use crate::workers;
 pub struct Line {
     /// Requests in line, all lanes together.
     queued: AtomicU32,
+    /// Wake-ups sent to requests in line that have not yet been taken up (see [`Line::woken`]).
+    pending: AtomicU32,
     lanes: Box<[Lane]>,
 }
 
@@ -65,6 +74,7 @@ impl Line {
         };
         Line {
             queued: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
             lanes: (0..lanes.max(1)).map(|_| lane()).collect(),
         }
     }
@@ -124,6 +134,18 @@ impl Line {
         }
     }
 
+    /// A request in line was woken by a freed slot and is about to look for it.
+    pub fn woken(&self) {
+        let _ = self
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Wake-ups sent and not yet taken up: slots that requests are on their way to.
+    pub fn pending(&self) -> u32 {
+        self.pending.load(Ordering::SeqCst)
+    }
+
     /// A slot is free that no wake-up is on its way for (see [`Upstream::pass_on_room`]): wakes the request
     /// in line of the lane holding the fewest slots per request, this thread's on a tie.
     ///
@@ -154,7 +176,10 @@ impl Line {
             }
         }
         match best {
-            Some((lane, _, _)) => self.lanes[lane].freed.notify_one(),
+            Some((lane, _, _)) => {
+                self.pending.fetch_add(1, Ordering::SeqCst);
+                self.lanes[lane].freed.notify_one();
+            }
             // Nobody counted in line, yet someone waits: a request between its failed look and joining the
             // line, on a lane unknown. A permit on every lane reaches it; elsewhere it costs one look.
             None => self.lanes.iter().for_each(|lane| lane.freed.notify_one()),

@@ -131,6 +131,35 @@ fn a_request_leaving_the_line_wakes_another_for_a_slot_left_free() {
 }
 
 #[test]
+fn a_slot_a_wake_up_is_on_its_way_to_wakes_nobody_else() {
+    use futures_util::FutureExt;
+
+    let (upstream, _) = two_single_slot_servers(2);
+    let _both_in_line = (
+        upstream.waiting(),
+        upstream.waiting(),
+        upstream.line.join_at_for_test(1),
+        upstream.line.join_at_for_test(1),
+    );
+    let mut first = std::pin::pin!(upstream.line.freed_at_for_test(1));
+    let mut second = std::pin::pin!(upstream.line.freed_at_for_test(1));
+    first.as_mut().enable();
+    second.as_mut().enable();
+    let _held = upstream.pick(None, &[]).expect("a slot");
+    // The other slot is freed: its wake-up goes to the first request in line, and is on its way.
+    drop(upstream.pick(None, &[]).expect("the other slot"));
+    assert!(
+        first.as_mut().now_or_never().is_some(),
+        "the first is woken"
+    );
+    upstream.pass_on_room();
+    assert!(
+        second.as_mut().now_or_never().is_none(),
+        "the second is not woken for the slot the first is going to"
+    );
+}
+
+#[test]
 fn every_lane_is_served_while_both_wait() {
     use std::sync::atomic::AtomicU64;
 
