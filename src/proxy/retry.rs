@@ -13,6 +13,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
+
 use super::ProxyError;
 use super::body::UploadWatch;
 use crate::body::Body;
@@ -139,6 +141,12 @@ pub(crate) async fn wait_for_server(
         // A newcomer does not take the slot a waiting request was woken for: it queues behind them.
         let behind = first_try && in_line.is_none() && upstream.queued() > 0;
         if !behind && let Some(found) = upstream.pick(client, excluded) {
+            // A wake-up that reached this request after it registered (or a permit left in its lane) is
+            // taken up here, not in the wait below: count it, or slots would seem to have a request on the
+            // way to them for ever after.
+            if first_try && freed.as_mut().now_or_never().is_some() {
+                upstream.line.woken();
+            }
             if in_line.take().is_some() {
                 upstream.pass_on_room();
             }
