@@ -144,10 +144,13 @@ pub(crate) async fn wait_for_server(
             // A wake-up that reached this request after it registered (or a permit left in its lane) is
             // taken up here, not in the wait below: count it, or slots would seem to have a request on the
             // way to them for ever after.
-            if first_try && freed.as_mut().now_or_never().is_some() {
+            let took_wake_up = first_try && freed.as_mut().now_or_never().is_some();
+            if took_wake_up {
                 upstream.line.woken();
             }
-            if in_line.take().is_some() {
+            // Dropped, such a wake-up would have gone on to the next request; taken up, its slot may still
+            // be free: handed on like a slot left behind by a request leaving the line.
+            if in_line.take().is_some() || took_wake_up {
                 upstream.pass_on_room();
             }
             return Some(found);

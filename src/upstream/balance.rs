@@ -69,6 +69,11 @@ impl Candidate {
         self.usable()
     }
 
+    /// Requests in flight per unit of weight.
+    fn load(&self) -> f64 {
+        f64::from(self.active) / self.weight
+    }
+
     fn usable(&self) -> bool {
         self.available && self.weight.is_finite() && self.weight > 0.0
     }
@@ -112,7 +117,7 @@ impl Balancer {
                 self.smooth(candidates, |c| c.usable())
             }
             (Balance::LeastConnections, _) => {
-                let load = |c: &Candidate| f64::from(c.active) / c.weight;
+                let load = Candidate::load;
                 let least = candidates
                     .iter()
                     .filter(|c| c.usable())
@@ -126,9 +131,7 @@ impl Balancer {
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| c.usable())
-                .min_by(|(_, a), (_, b)| {
-                    (f64::from(a.active) / a.weight).total_cmp(&(f64::from(b.active) / b.weight))
-                })
+                .min_by(|(_, a), (_, b)| a.load().total_cmp(&b.load()))
                 .map(|(i, _)| i),
             (Balance::IpHash, Some(ip)) => {
                 let key = client_key(ip);

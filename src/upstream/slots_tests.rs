@@ -92,7 +92,7 @@ async fn a_newcomer_queues_behind_a_request_already_waiting() {
 }
 
 /// Two servers of one slot each, an upstream with a lane per worker thread.
-fn two_single_slot_servers(lanes: usize) -> (Arc<Upstream>, Vec<Member>) {
+fn two_single_slot_servers(lanes: usize) -> Arc<Upstream> {
     let servers: Vec<Member> = (0..2)
         .map(|i| Member {
             weight: 1.0,
@@ -105,15 +105,14 @@ fn two_single_slot_servers(lanes: usize) -> (Arc<Upstream>, Vec<Member>) {
     let mut conf = UpstreamConf::to_one(ServerAddr::parse("127.0.0.1:9").expect("an address"));
     conf.balance = super::balance::Balance::LeastConnections;
     conf.passive.failures = 0;
-    let upstream = Upstream::build_with_lanes("t", conf, servers.clone(), true, lanes);
-    (upstream, servers)
+    Upstream::build_with_lanes("t", conf, servers, true, lanes)
 }
 
 #[test]
 fn a_request_leaving_the_line_wakes_another_for_a_slot_left_free() {
     use futures_util::FutureExt;
 
-    let (upstream, _) = two_single_slot_servers(2);
+    let upstream = two_single_slot_servers(2);
     // Lane 1 has a request in line; lane 0's request takes a slot, and the other slot is free.
     let _in_line = upstream.line.join_at_for_test(1);
     let mut woken = std::pin::pin!(upstream.line.freed_at_for_test(1));
@@ -134,7 +133,7 @@ fn a_request_leaving_the_line_wakes_another_for_a_slot_left_free() {
 fn a_slot_a_wake_up_is_on_its_way_to_wakes_nobody_else() {
     use futures_util::FutureExt;
 
-    let (upstream, _) = two_single_slot_servers(2);
+    let upstream = two_single_slot_servers(2);
     let _both_in_line = (
         upstream.waiting(),
         upstream.waiting(),
@@ -166,7 +165,7 @@ fn every_lane_is_served_while_both_wait() {
     use crate::proxy::retry::wait_for_server;
 
     const TOTAL: u64 = 20_000;
-    let (upstream, _) = two_single_slot_servers(2);
+    let upstream = two_single_slot_servers(2);
     // The servers: a thread that answers each request after a few microseconds of work, so that the worker
     // threads sleep between answers and are woken across threads, as with real instances.
     let (server_tx, server_rx) = std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<()>>();
