@@ -89,8 +89,8 @@ impl Supervisor {
         self.apps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Checks what only the filesystem can tell: each executable exists and can be run, and each watched
-    /// path exists.
+    /// Checks what only the filesystem can tell: each executable exists and can be run, each watched path
+    /// exists, and a PHP app's `options.file` is a file.
     pub fn validate(&self, apps: &BTreeMap<String, AppConf>) -> Result<(), ConfigError> {
         for (name, conf) in apps {
             let app_path = JsonPath::root().key("applications").key(name);
@@ -102,6 +102,9 @@ impl Supervisor {
             {
                 let at = app_path.key("watch").key("paths");
                 return Err(at.error(format!("{} does not exist", missing.display())));
+            }
+            if let AppKind::Php(php) = &conf.kind {
+                php::check_files(php).map_err(|e| app_path.key("options").key("file").error(e))?;
             }
             self.check_program(name, conf)
                 .map_err(|e| app_path.key(e.0).error(e.1))?;

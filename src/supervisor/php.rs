@@ -49,6 +49,15 @@ impl PhpApp {
     }
 }
 
+/// Checks what only the filesystem can tell: the `options.file` php.ini is a file. PHP-FPM given a `-c` that
+/// names nothing runs silently with no php.ini at all, not even the system's.
+pub fn check_files(app: &PhpApp) -> Result<(), String> {
+    match &app.ini {
+        Some(ini) if !ini.is_file() => Err(format!("{} is not a file", ini.display())),
+        _ => Ok(()),
+    }
+}
+
 /// What a target (or the app itself, without targets) sets.
 const TARGET_KEYS: &[&str] = &["root", "script", "index"];
 
@@ -76,7 +85,12 @@ fn options(v: &Value, path: &JsonPath, app: &mut PhpApp) -> Result<(), ConfigErr
     let map = object(v, path)?;
     known_keys(map, &["file", "admin", "user"], path)?;
     if let Some(f) = map.get("file") {
-        app.ini = Some(PathBuf::from(string(f, &path.key("file"))?));
+        let at = path.key("file");
+        let ini = PathBuf::from(string(f, &at)?);
+        if !ini.is_absolute() {
+            return Err(at.error("must be an absolute path"));
+        }
+        app.ini = Some(ini);
     }
     let settings = |key: &str| -> Result<Vec<(String, String)>, ConfigError> {
         let Some(v) = map.get(key) else {

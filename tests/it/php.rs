@@ -318,6 +318,14 @@ fn bad_php_configurations_are_refused_naming_the_key() {
         json!({"type": "php", "root": "/srv", "executable": "/bin/sh"}),
         "applications/php",
     );
+    refused(
+        json!({"type": "php", "root": "/srv", "options": {"file": "php.ini"}}),
+        "applications/php/options/file",
+    );
+    refused(
+        json!({"type": "php", "root": "/srv", "options": {"file": "/no/such/php.ini"}}),
+        "applications/php/options/file",
+    );
     let (_, config) = rein.api("GET", "/config", None);
     assert_eq!(
         config["applications"],
@@ -540,4 +548,18 @@ fn a_php_app_dials_one_connection_per_worker_under_load() {
         instance["idle_connections"].as_u64().unwrap() <= 2,
         "{status}"
     );
+}
+
+/// `options.file` is the php.ini PHP-FPM loads (in place of the system's).
+#[test]
+fn options_file_is_the_php_ini_the_scripts_run_under() {
+    let rein = Rein::start();
+    let ini = rein.dir.path().join("app.ini");
+    std::fs::write(&ini, "memory_limit = 77M\n").unwrap();
+    let addr = serve_php(
+        &rein,
+        php_app(json!({"options": {"file": ini.display().to_string()}})),
+    );
+    let env = json_of(&get(addr, "/env.php"));
+    assert_eq!(env["memory_limit"], "77M", "{env}");
 }

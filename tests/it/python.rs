@@ -1,7 +1,7 @@
 //! Python end to end: rein hosts WSGI and ASGI apps (`tests/apps/python/`) with its adapter over FastCGI.
 //! PEP 3333's points (streamed input, `wsgi.errors`, iterables with `close()`, `start_response` with
 //! `exc_info`, the legacy `write`), ASGI's `http` and `lifespan` scopes, `prefix` and `targets`, import
-//! errors refused with their traceback, and rolling reloads under load.
+//! errors refused with their traceback, `home` and `environment`, and rolling reloads (WSGI and ASGI) under load.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -248,4 +248,54 @@ fn the_adapter_passes_its_own_suite() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `home` names a virtualenv whose interpreter runs the adapter; `environment` reaches the process.
+#[test]
+fn home_picks_the_virtualenv_and_environment_reaches_the_app() {
+    let rein = Rein::start();
+    let venv = rein.dir.path().join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 -m venv");
+    assert!(made.success(), "python3 -m venv --without-pip failed");
+    let addr = serve_app(
+        &rein,
+        python_app(
+            "wsgi_app",
+            json!({"home": venv.display().to_string(), "environment": {"GREETING": "hi from rein"}}),
+        ),
+    );
+    let runtime = json_of(&get(addr, "/runtime"));
+    let prefix = Path::new(runtime["prefix"].as_str().expect("prefix"));
+    assert_eq!(
+        prefix.canonicalize().unwrap(),
+        venv.canonicalize().unwrap(),
+        "{runtime}"
+    );
+    assert_eq!(runtime["greeting"], "hi from rein", "{runtime}");
+}
+
+#[test]
+fn asgi_rolling_reloads_under_load_fail_no_request() {
+    let rein = Rein::start();
+    let addr = serve_app(
+        &rein,
+        python_app(
+            "asgi_app",
+            json!({"protocol": "asgi", "callable": "app", "processes": 2}),
+        ),
+    );
+    wait_for("the app to answer", || get(addr, "/hello").status == 200);
+    let load = Load::start(addr, &["/hello", "/hello", "/scope"]);
+    for _ in 0..3 {
+        load.wait_more(200);
+        let (code, body) = rein.api("GET", "/control/applications/py/restart", None);
+        assert_eq!(code, 200, "{body}");
+    }
+    load.wait_more(200);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
 }

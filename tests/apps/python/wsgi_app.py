@@ -16,11 +16,13 @@ Routes:
   /errors         writes a line to wsgi.errors
   /status/<code>  answers that status
   /sleep?ms=N     sleeps N ms (tracks concurrency); /maxconc returns and resets the highest seen
+  /runtime        JSON {"prefix": sys.prefix, "greeting": $GREETING}: what `home` and `environment` gave the process
 """
 
 import hashlib
 import io
 import json
+import os
 import sys
 import threading
 import time
@@ -164,8 +166,15 @@ def env(environ, start_response):
     return as_json(start_response, out)
 
 
+def runtime(environ, start_response):
+    """The interpreter's prefix (a virtualenv's directory under `home`) and the process's GREETING variable."""
+    return as_json(start_response, {"prefix": sys.prefix, "greeting": os.environ.get("GREETING")})
+
+
 def application(environ, start_response):
     path = environ["PATH_INFO"]
+    if path == "/runtime":
+        return runtime(environ, start_response)
     if path == "/hello":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"Hello, world"]
