@@ -1,4 +1,5 @@
-//! Live reconfiguration under load: not one failed request, kept connections kept, removed listeners drained.
+//! Listeners and live reconfiguration: not one failed request under load, kept connections kept, removed
+//! listeners drained, a request in flight finishing under the configuration it started on, `*:PORT` listeners.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,4 +97,72 @@ fn a_removed_listener_stops_accepting_and_drains() {
         200,
         "connections on a kept listener are untouched"
     );
+}
+
+/// A request keeps the configuration it started on: one held at its backend while the route changes is
+/// answered by that backend, and the next request on the same listener takes the new route.
+#[test]
+fn a_request_in_flight_finishes_under_the_configuration_it_started_on() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    let backend = TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend_addr = backend.local_addr().unwrap();
+    let (arrived_tx, arrived) = mpsc::channel();
+    let (answer, answer_rx) = mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = backend.accept().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap() > 2 {
+            line.clear();
+        }
+        arrived_tx.send(()).unwrap();
+        answer_rx.recv().unwrap();
+        let body = "from the backend";
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+        reader
+            .get_mut()
+            .write_all((head + body).as_bytes())
+            .unwrap();
+    });
+
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"proxy": format!("http://{backend_addr}")}}]));
+    let mut held = Conn::open(addr);
+    held.send_raw(b"GET /held HTTP/1.1\r\nHost: t\r\n\r\n");
+    arrived
+        .recv_timeout(crate::harness::DEADLINE)
+        .expect("the request reaches the backend");
+
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/routes",
+        Some(&json!([{"action": {"return": 202}}]).to_string()),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        Conn::open(addr).get("/", &[]).status,
+        202,
+        "a new request takes the new route"
+    );
+    answer.send(()).unwrap();
+    let r = held.read().expect("the held request is answered");
+    assert_eq!((r.status, r.text()), (200, "from the backend".to_owned()));
+    server.join().unwrap();
+}
+
+/// A `*:PORT` listener binds every IPv4 address, so it answers on 127.0.0.1.
+#[test]
+fn a_wildcard_listener_answers_on_loopback() {
+    let rein = Rein::start();
+    rein.configure(json!({
+        "listeners": {"*:0": {"pass": "routes"}},
+        "routes": [{"action": {"return": 204}}]
+    }));
+    let bound = rein.bound("*:0");
+    assert!(bound.ip().is_unspecified(), "{bound}");
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], bound.port()));
+    assert_eq!(Conn::open(loopback).get("/", &[]).status, 204);
 }

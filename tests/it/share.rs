@@ -711,3 +711,43 @@ fn cached_small_files_follow_every_change_and_the_rules() {
     std::fs::remove_file(&a).unwrap();
     expect("/a.txt", 404, None);
 }
+
+/// `settings.http.static.mime_types` reaches the share: by extension and by exact file name.
+#[test]
+fn configured_mime_types_name_the_content_type() {
+    let rein = Rein::start();
+    let root = rein.dir.path().join("www");
+    file(&root, "app.log", b"a log line\n");
+    file(&root, "README", b"read me\n");
+    file(&root, "plain.txt", b"text\n");
+    let addr = rein.serve_with(
+        json!([{"action": {"share": format!("{}$uri", s(&root))}}]),
+        json!({"settings": {"http": {"static": {"mime_types": {
+            "text/x-rein-log": ".log", "text/x-readme": ["README"]}}}}}),
+    );
+    let ctype = |path: &str| {
+        let r = crate::harness::get(addr, path);
+        assert_eq!(r.status, 200, "{path}");
+        r.header("content-type").map(str::to_owned)
+    };
+    assert_eq!(ctype("/app.log").as_deref(), Some("text/x-rein-log"));
+    assert_eq!(ctype("/README").as_deref(), Some("text/x-readme"));
+    assert!(
+        ctype("/plain.txt").is_some_and(|t| t.starts_with("text/plain")),
+        "the built-in table still applies"
+    );
+}
+
+/// `traverse_mounts: false` refuses a file on another mount than the `chroot` (`/proc`, a mount of its own on
+/// Linux); `true` serves it.
+#[test]
+fn traverse_mounts_false_stays_on_the_chroot_mount() {
+    let rein = Rein::start();
+    let share = |traverse: bool| json!({"share": "/proc/version", "chroot": "/", "traverse_mounts": traverse});
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/off"}, "action": share(false)},
+        {"match": {"uri": "/on"}, "action": share(true)},
+    ]));
+    assert_eq!(crate::harness::get(addr, "/on").status, 200);
+    assert_eq!(crate::harness::get(addr, "/off").status, 403);
+}
