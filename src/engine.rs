@@ -2,7 +2,8 @@
 //!
 //! Every change (API edit, SIGHUP re-read, start-up) goes through [`Engine::change`]: edit a copy, compile it,
 //! write it beside the saved file, make it live, then rename it into place. A failure at any step leaves the
-//! running configuration, the served snapshot and the saved file as they were. Changes are serialised by one lock, so each sees the result of the last.
+//! running configuration, the served snapshot and the saved file as they were. Changes are serialised by one
+//! lock, so each sees the result of the last.
 
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -138,8 +139,8 @@ impl Engine {
             .apply(snapshot, !opts.startup)
             .await
             .map_err(ChangeError::Apply)?;
-        // Only the rename is left, which fails only if the directory was changed under rein; then the previous
-        // configuration is put back, as the saved file still holds it.
+        // Only the rename is left, which fails only if the state directory was changed under rein; then the
+        // previous configuration is put back, as the saved file still holds it.
         if let Some(Err(e)) = pending.map(crate::state::PendingSave::commit) {
             self.roll_back(&current.doc).await;
             return Err(e.into());

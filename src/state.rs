@@ -122,19 +122,20 @@ pub struct PendingSave<'a> {
 }
 
 impl PendingSave<'_> {
-    /// Renames the temporary file over `conf.json` and fsyncs the directory.
+    /// Renames the temporary file over `conf.json` and fsyncs the directory. Only a failed rename is an error
+    /// (the temporary file is then removed and `conf.json` is the old one): after it, the new document is the
+    /// saved one, and a failed fsync of the directory only leaves the rename less durable, so it is logged.
     pub fn commit(mut self) -> Result<(), StateError> {
         let state = self.state;
-        let failed = |source| StateError::Write {
+        fs::rename(state.tmp(), state.conf()).map_err(|source| StateError::Write {
             path: state.conf(),
             source,
-        };
-        // On a failed rename, the drop removes the temporary file.
-        fs::rename(state.tmp(), state.conf()).map_err(failed)?;
+        })?;
         self.committed = true;
-        File::open(&state.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(failed)
+        if let Err(e) = File::open(&state.dir).and_then(|d| d.sync_all()) {
+            tracing::warn!(dir = %state.dir.display(), error = %e, "cannot fsync the state directory");
+        }
+        Ok(())
     }
 }
 

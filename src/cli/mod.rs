@@ -48,7 +48,8 @@ enum Command {
         #[command(flatten)]
         control: ControlArgs,
     },
-    /// Print an application's output (stdout and stderr), optionally following it.
+    /// Print an application's output (stdout and stderr), optionally following it. Reads STATE/logs/NAME.log:
+    /// give the server's --state (--control is not used).
     Logs {
         /// The application's name
         name: String,
