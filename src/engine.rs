@@ -1,8 +1,9 @@
 //! The configuration lifecycle: one document, changed only whole and only when valid.
 //!
 //! Every change (API edit, SIGHUP re-read, start-up) goes through [`Engine::change`]: edit a copy, compile it,
-//! make it live, save it. A failure at any step leaves the running configuration, the served snapshot and
-//! the saved file as they were. Changes are serialised by one lock, so each sees the result of the last.
+//! write it beside the saved file, make it live, then rename it into place. A failure at any step leaves the
+//! running configuration, the served snapshot and the saved file as they were. Changes are serialised by one
+//! lock, so each sees the result of the last.
 
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -128,13 +129,19 @@ impl Engine {
         if doc == current.doc && current.generation > 0 {
             return Ok(Changed::Unchanged);
         }
+        // The new document is written and fsynced before anything changes: a full disk or an unwritable state
+        // directory refuses the change while the old listeners, connections and applications are untouched.
+        let pending = match &self.state {
+            Some(state) => Some(state.prepare(&doc)?),
+            None => None,
+        };
         self.server
             .apply(snapshot, !opts.startup)
             .await
             .map_err(ChangeError::Apply)?;
-        if let Some(state) = &self.state
-            && let Err(e) = state.save(&doc)
-        {
+        // Only the rename is left, which fails only if the state directory was changed under rein; then the
+        // previous configuration is put back, as the saved file still holds it.
+        if let Some(Err(e)) = pending.map(crate::state::PendingSave::commit) {
             self.roll_back(&current.doc).await;
             return Err(e.into());
         }
@@ -145,7 +152,8 @@ impl Engine {
         Ok(Changed::Applied)
     }
 
-    /// Puts the previous document back after a failure that came after it was replaced.
+    /// Puts the previous document back after a failure that came after it was replaced (only a failed rename of
+    /// the prepared save).
     async fn roll_back(&self, previous: &Value) {
         let restored = match compile(previous) {
             Ok(snapshot) => self.server.apply(snapshot, false).await,

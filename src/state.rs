@@ -1,11 +1,17 @@
 //! The state directory: the last good configuration, saved atomically and read back at start.
 //!
-//! A save writes a temporary file, fsyncs it, renames it over `conf.json` and fsyncs the directory, so a crash
-//! or a full disk leaves either the old file or the new one, never half of one. A file that cannot be read or
-//! parsed stops start-up with its path and the reason; it is never silently replaced.
+//! A save is two steps: [`StateDir::prepare`] writes a temporary file and fsyncs it, [`PendingSave::commit`]
+//! renames it over `conf.json` and fsyncs the directory. A crash or a full disk leaves either the old file or the
+//! new one, never half of one; and since the step that can fail for lack of space comes first, the engine runs it
+//! before it changes anything. A file that cannot be read or parsed stops start-up with its path and the reason;
+//! it is never silently replaced.
+//!
+//! The directory (when rein creates it) and `conf.json` are private to the user running rein: the document may
+//! hold applications' environment values.
 
-use std::fs::{self, File};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -33,9 +39,16 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Uses (creating, private to the user) the directory `dir`.
+    /// Uses the directory `dir`, creating it private to the user (0700) if it does not exist. An existing
+    /// directory keeps its mode: the user chose it.
     pub fn open(dir: &Path) -> io::Result<StateDir> {
-        fs::create_dir_all(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent)?;
+        }
+        match DirBuilder::new().mode(0o700).create(dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            other => other?,
+        }
         Ok(StateDir {
             dir: dir.to_owned(),
         })
@@ -62,28 +75,75 @@ impl StateDir {
             .map_err(|source| StateError::Corrupt { path, source })
     }
 
-    /// Replaces the saved configuration atomically.
-    pub fn save(&self, doc: &Value) -> Result<(), StateError> {
-        let path = self.conf();
-        self.write_atomically(doc)
-            .map_err(|source| StateError::Write { path, source })
+    fn tmp(&self) -> PathBuf {
+        self.dir.join(format!(".{CONF}.tmp"))
     }
 
-    fn write_atomically(&self, doc: &Value) -> io::Result<()> {
-        let tmp = self.dir.join(format!(".{CONF}.tmp"));
-        let text = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
-        let result = (|| {
-            let mut file = File::create(&tmp)?;
+    /// Replaces the saved configuration atomically.
+    pub fn save(&self, doc: &Value) -> Result<(), StateError> {
+        self.prepare(doc)?.commit()
+    }
+
+    /// Writes `doc` to the temporary file and fsyncs it: the step that fails when the disk is full or the
+    /// directory unwritable. Nothing is replaced until [`PendingSave::commit`]; dropping the result removes the
+    /// temporary file.
+    pub fn prepare(&self, doc: &Value) -> Result<PendingSave<'_>, StateError> {
+        let pending = PendingSave {
+            state: self,
+            committed: false,
+        };
+        let write = || -> io::Result<()> {
+            let mut text = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
+            text.push(b'\n');
+            // Created 0600 (the mode survives the rename): the document may hold secrets.
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(self.tmp())?;
+            // A file left by an older rein (or made with a wider mode) is narrowed too.
+            file.set_permissions(fs::Permissions::from_mode(0o600))?;
             file.write_all(&text)?;
-            file.write_all(b"\n")?;
-            file.sync_all()?;
-            fs::rename(&tmp, self.conf())?;
-            File::open(&self.dir)?.sync_all()
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            file.sync_all()
+        };
+        write().map_err(|source| StateError::Write {
+            path: self.conf(),
+            source,
+        })?;
+        Ok(pending)
+    }
+}
+
+/// A configuration written and fsynced beside `conf.json`, not yet in its place.
+pub struct PendingSave<'a> {
+    state: &'a StateDir,
+    committed: bool,
+}
+
+impl PendingSave<'_> {
+    /// Renames the temporary file over `conf.json` and fsyncs the directory. Only a failed rename is an error
+    /// (the temporary file is then removed and `conf.json` is the old one): after it, the new document is the
+    /// saved one, and a failed fsync of the directory only leaves the rename less durable, so it is logged.
+    pub fn commit(mut self) -> Result<(), StateError> {
+        let state = self.state;
+        fs::rename(state.tmp(), state.conf()).map_err(|source| StateError::Write {
+            path: state.conf(),
+            source,
+        })?;
+        self.committed = true;
+        if let Err(e) = File::open(&state.dir).and_then(|d| d.sync_all()) {
+            tracing::warn!(dir = %state.dir.display(), error = %e, "cannot fsync the state directory");
         }
-        result
+        Ok(())
+    }
+}
+
+impl Drop for PendingSave<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(self.state.tmp());
+        }
     }
 }
 
@@ -100,6 +160,32 @@ mod tests {
         state.save(&doc).unwrap();
         assert_eq!(state.load().unwrap(), Some(doc));
         assert!(!dir.path().join(".conf.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_prepared_save_replaces_nothing_until_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let old = serde_json::json!({"routes": []});
+        state.save(&old).unwrap();
+        let pending = state
+            .prepare(&serde_json::json!({"listeners": {}}))
+            .unwrap();
+        assert_eq!(state.load().unwrap(), Some(old.clone()));
+        drop(pending);
+        assert_eq!(state.load().unwrap(), Some(old));
+        assert!(!dir.path().join(".conf.json.tmp").exists());
+    }
+
+    #[test]
+    fn the_directory_and_the_file_are_private() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("a/state");
+        let state = StateDir::open(&dir).unwrap();
+        state.save(&serde_json::json!({})).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(CONF)), 0o600);
     }
 
     #[test]

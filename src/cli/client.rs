@@ -40,6 +40,14 @@ pub fn send(
     body: Option<Vec<u8>>,
     if_match: Option<&str>,
 ) -> ExitCode {
+    // A path or a header that makes no request is the caller's mistake, not an unreachable server.
+    let req = match build(method, path, body, if_match) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rein: cannot make a control API request of {path:?}: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -50,7 +58,7 @@ pub fn send(
             return ExitCode::from(exit::FAILED);
         }
     };
-    match runtime.block_on(request(addr, method, path, body, if_match)) {
+    match runtime.block_on(request(addr, req)) {
         Ok((status, text)) if status.is_success() => {
             print!("{text}");
             ExitCode::SUCCESS
@@ -68,13 +76,12 @@ pub fn send(
     }
 }
 
-async fn request(
-    addr: &ControlAddr,
+fn build(
     method: Method,
     path: &str,
     body: Option<Vec<u8>>,
     if_match: Option<&str>,
-) -> std::io::Result<(StatusCode, String)> {
+) -> http::Result<Request<Full<Bytes>>> {
     let mut req = Request::builder()
         .method(method)
         .uri(path)
@@ -82,9 +89,13 @@ async fn request(
     if let Some(tag) = if_match {
         req = req.header("if-match", tag);
     }
-    let req = req
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(std::io::Error::other)?;
+    req.body(Full::new(Bytes::from(body.unwrap_or_default())))
+}
+
+async fn request(
+    addr: &ControlAddr,
+    req: Request<Full<Bytes>>,
+) -> std::io::Result<(StatusCode, String)> {
     match addr {
         ControlAddr::Unix(p) => exchange(tokio::net::UnixStream::connect(p).await?, req).await,
         ControlAddr::Tcp(a) => exchange(tokio::net::TcpStream::connect(a).await?, req).await,

@@ -48,7 +48,8 @@ enum Command {
         #[command(flatten)]
         control: ControlArgs,
     },
-    /// Print an application's output (stdout and stderr), optionally following it.
+    /// Print an application's output (stdout and stderr), optionally following it. Reads STATE/logs/NAME.log:
+    /// give the server's --state (--control is not used).
     Logs {
         /// The application's name
         name: String,
@@ -158,7 +159,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Reload { name, control } => client::show(
             &control.control_addr(),
-            &format!("/control/applications/{name}/restart"),
+            &format!("/control/applications/{}/restart", encode_segment(&name)),
         ),
         Command::Logs {
             name,
@@ -212,11 +213,73 @@ fn logs(state: &std::path::Path, name: &str, follow: bool) -> ExitCode {
     }
 }
 
+/// The API path of a configuration PATH, each segment percent-encoded (`routes/my route` is
+/// `/config/routes/my%20route`). A `%` followed by two hex digits is kept as it is, so a key holding `/` is
+/// written as the API takes it (`listeners/unix:%2Frun%2Fa.sock`); any other `%` stands for itself.
 fn config_path(path: &str) -> String {
-    let path = path.trim_matches('/');
-    if path.is_empty() {
-        "/config".to_owned()
-    } else {
-        format!("/config/{path}")
+    let mut uri = "/config".to_owned();
+    for seg in path.split('/').filter(|s| !s.is_empty()) {
+        uri.push('/');
+        uri.push_str(&encode_segment(seg));
+    }
+    uri
+}
+
+/// What a path segment may hold as it is: RFC 3986's unreserved characters, sub-delimiters, `:` and `@`.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
+
+fn encode_segment(seg: &str) -> String {
+    let mut out = String::with_capacity(seg.len());
+    let mut rest = seg;
+    while let Some(at) = rest.find('%') {
+        out.extend(percent_encoding::utf8_percent_encode(&rest[..at], SEGMENT));
+        let escape = rest.as_bytes().get(at + 1..at + 3);
+        if escape.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+            out.push_str(&rest[at..at + 3]);
+            rest = &rest[at + 3..];
+        } else {
+            out.push_str("%25");
+            rest = &rest[at + 1..];
+        }
+    }
+    out.extend(percent_encoding::utf8_percent_encode(rest, SEGMENT));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_path;
+
+    #[test]
+    fn config_paths_are_percent_encoded_once() {
+        assert_eq!(config_path(""), "/config");
+        assert_eq!(config_path("/routes/0/"), "/config/routes/0");
+        assert_eq!(config_path("listeners/*:8080"), "/config/listeners/*:8080");
+        assert_eq!(
+            config_path("routes/my route?#"),
+            "/config/routes/my%20route%3F%23"
+        );
+        assert_eq!(
+            config_path("listeners/unix:%2Frun%2Fa.sock"),
+            "/config/listeners/unix:%2Frun%2Fa.sock"
+        );
+        assert_eq!(config_path("a/100%/%zz/é"), "/config/a/100%25/%25zz/%C3%A9");
     }
 }

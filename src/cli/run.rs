@@ -1,9 +1,10 @@
 //! `rein run`: start from a configuration, serve until a signal says stop.
 //!
 //! The first configuration comes from `--config` if given, else from the state directory, else the embedded
-//! default. SIGHUP re-reads `--config` through the same validation as the API; SIGTERM, SIGINT and SIGQUIT stop
-//! accepting, let in-flight requests finish (up to `--stop-timeout`), and exit.
+//! default. SIGHUP re-reads `--config` through the same validation as the API and reloads every application;
+//! SIGTERM, SIGINT and SIGQUIT stop accepting, let in-flight requests finish (up to `--stop-timeout`), and exit.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::engine::{ChangeOptions, Engine};
 use crate::server::Server;
 use crate::state::StateDir;
 use crate::supervisor::Supervisor;
+use crate::supervisor::conf::AppConf;
 
 pub fn run(args: RunArgs) -> ExitCode {
     if let Err(e) = init_logging(args.log.as_deref()) {
@@ -135,7 +137,7 @@ fn read_config(path: &Path) -> Result<Value, String> {
 }
 
 /// Serves signals until one asks to stop; SIGHUP reloads `--config` on the way.
-async fn wait_for_stop(engine: &Engine, config: Option<&Path>) -> Result<(), String> {
+async fn wait_for_stop(engine: &Arc<Engine>, config: Option<&Path>) -> Result<(), String> {
     let sig = |kind| signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"));
     let (mut term, mut int, mut quit, mut hup) = (
         sig(SignalKind::terminate())?,
@@ -153,13 +155,43 @@ async fn wait_for_stop(engine: &Engine, config: Option<&Path>) -> Result<(), Str
     }
 }
 
-/// SIGHUP: re-reads `--config` (if given), then reloads every application.
-async fn reload(engine: &Engine, config: Option<&Path>) {
+/// SIGHUP: re-reads `--config` (if given), then reloads every application once: one that the re-read changed
+/// or added was already reloaded (or started) by the change, so it is not reloaded a second time.
+async fn reload(engine: &Arc<Engine>, config: Option<&Path>) {
+    let before = applications(engine);
     reread(engine, config).await;
-    if let Some(supervisor) = engine.server().supervisor() {
-        tracing::info!("SIGHUP: rolling reload of every application");
-        supervisor.reload_all();
+    if engine.server().supervisor().is_none() {
+        return;
     }
+    tracing::info!("SIGHUP: rolling reload of every application");
+    for (name, conf) in applications(engine) {
+        if before.get(&name) != Some(&conf) {
+            continue;
+        }
+        let engine = engine.clone();
+        // Not awaited here: SIGTERM must still be heard while the reloads run.
+        tokio::spawn(async move {
+            let report = match engine.server().supervisor() {
+                Some(supervisor) => supervisor.restart(&name).await,
+                None => None,
+            };
+            if let Some(report) = report.filter(|r| !r.ok) {
+                tracing::warn!(app = %name, reason = ?report.reason, "SIGHUP: reload abandoned");
+            }
+        });
+    }
+}
+
+/// The applications of the configuration being served, as compiled.
+fn applications(engine: &Engine) -> BTreeMap<String, AppConf> {
+    engine
+        .server()
+        .shared()
+        .current
+        .load()
+        .snapshot
+        .applications
+        .clone()
 }
 
 async fn reread(engine: &Engine, config: Option<&Path>) {

@@ -60,9 +60,7 @@ impl ControlListener {
                         format!("another process already serves {}", path.display()),
                     ));
                 }
-                let _ = std::fs::remove_file(path);
-                let listener = UnixListener::bind(path)?;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+                let listener = bind_private(path)?;
                 Ok(ControlListener::Unix(listener, path.clone()))
             }
             ControlAddr::Tcp(sa) => Ok(ControlListener::Tcp(TcpListener::bind(sa).await?)),
@@ -100,6 +98,33 @@ impl ControlListener {
         }
         Ok(())
     }
+}
+
+/// Binds a Unix socket at `path` that never exists with a mode wider than 0600.
+///
+/// `bind` creates the file with the process's umask, so a bind then chmod would leave a moment in which others
+/// may connect. A temporary umask would close it but is process-wide: another thread creating a file meanwhile
+/// would get the narrowed mode. Instead the socket is bound inside a fresh 0700 directory beside `path` (no one
+/// else can reach it there), made 0600, and renamed into place, which is atomic, keeps the mode and replaces a
+/// stale socket file left by a rein that did not stop cleanly.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    // Short, so that the staged path fits a socket address (108 bytes) about as well as `path` itself.
+    let private = parent.join(format!(".rein.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let staged = private.join("s");
+    let bound = UnixListener::bind(&staged).and_then(|listener| {
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&staged, path)?;
+        Ok(listener)
+    });
+    let _ = std::fs::remove_dir_all(&private);
+    bound
 }
 
 fn remove(path: &Path) {

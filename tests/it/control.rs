@@ -241,13 +241,66 @@ fn status_counts_connections_and_requests() {
 }
 
 #[test]
-fn the_control_socket_is_private() {
+fn the_control_socket_the_state_dir_and_the_saved_file_are_private() {
     let rein = Rein::start();
-    let mode = std::fs::metadata(rein.control())
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&rein.control()), 0o600);
+    assert_eq!(mode(&rein.state), 0o700, "rein created the state dir");
+    rein.configure(json!({"applications": {}, "listeners": {}}));
+    assert_eq!(mode(&rein.state.join("conf.json")), 0o600);
+    // The socket was bound in a private directory beside it and moved into place; nothing is left of that.
+    let left: Vec<_> = std::fs::read_dir(&rein.state)
         .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600);
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".rein"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// The new document is written before anything changes: a save that fails refuses the change while the
+/// listener it would remove keeps serving, even on a kept-alive connection.
+#[test]
+fn a_change_that_cannot_be_saved_changes_nothing() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let mut conn = crate::harness::Conn::open(addr);
+    assert_eq!(conn.get("/", &[]).status, 200);
+    let (_, before) = rein.api("GET", "/config", None);
+    let generation = |r: &Rein| r.api("GET", "/status", None).1["config"]["generation"].clone();
+    let gen_before = generation(&rein);
+    // rein writes the new document to `.conf.json.tmp` first; a directory there fails that write even for
+    // root, whom file modes do not stop.
+    let blocker = rein.state.join(".conf.json.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+
+    let (status, body) = rein.api("PUT", "/config/listeners", Some("{}"));
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body["error"], "Failed to save the configuration; nothing changed.",
+        "{body}"
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("conf.json"),
+        "{body}"
+    );
+    assert_eq!(rein.api("GET", "/config", None).1, before);
+    assert_eq!(generation(&rein), gen_before);
+    assert_eq!(
+        conn.get("/", &[]).status,
+        200,
+        "the kept-alive connection still served"
+    );
+    assert_eq!(get(addr, "/").status, 200, "the listener still accepts");
+
+    // Once the state dir can be written again, the same change goes through.
+    std::fs::remove_dir(&blocker).unwrap();
+    assert_eq!(rein.api("PUT", "/config/listeners", Some("{}")).0, 200);
+    crate::harness::wait_for("the listener to close", || {
+        std::net::TcpStream::connect(addr).is_err()
+    });
 }
 
 fn header(headers: &[(String, String)], name: &str) -> String {

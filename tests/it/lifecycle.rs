@@ -2,6 +2,7 @@
 //! and the CLI that talks to a running rein.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
@@ -120,24 +121,7 @@ fn sigterm_lets_requests_in_flight_finish_then_exits() {
 fn the_cli_reads_and_changes_a_running_server() {
     let rein = Rein::start();
     let addr = rein.serve(json!([{"action": {"return": 200}}]));
-    let cli = |args: &[&str], stdin: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rein"));
-        cmd.args(args).arg("--state").arg(&rein.state);
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(input) = stdin {
-            std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let cli = |args: &[&str], stdin: Option<&str>| rein_cli(&rein, args, stdin);
     let (code, out, _) = cli(&["config", "get", "routes/0/action"], None);
     assert_eq!(code, Some(0));
     assert_eq!(
@@ -197,6 +181,123 @@ fn the_cli_reads_and_changes_a_running_server() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("--control"));
+}
+
+/// Runs `rein ARGS --state STATE` against `rein`, with `stdin` as its input; returns the exit code, stdout
+/// and stderr.
+fn rein_cli(rein: &Rein, args: &[&str], stdin: Option<&str>) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rein"));
+    cmd.args(args).arg("--state").arg(&rein.state);
+    cmd.env_remove("REIN_CONTROL")
+        .env_remove("REIN_STATE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(input) = stdin {
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The CLI percent-encodes each segment of PATH (a space, `?`), keeps a `%2F` the user wrote for a key holding
+/// `/`, and tells a request it cannot make from a server it cannot reach.
+#[test]
+fn the_cli_encodes_paths_and_addresses_keys_holding_slashes() {
+    let rein = Rein::start();
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes/my route?"}},
+        "routes": {"my route?": [{"action": {"return": 200}}]}
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    let (code, out, err) = rein_cli(&rein, &["config", "get", "routes/my route?/0/action"], None);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"return": 200})
+    );
+    let (code, _, err) = rein_cli(
+        &rein,
+        &["config", "set", "routes/my route?/0/action/return", "-"],
+        Some("203"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(get(addr, "/").status, 203);
+
+    let sock = rein.dir.path().join("l.sock");
+    let key = format!("unix:{}", sock.display()).replace('/', "%2F");
+    let path = format!("listeners/{key}");
+    let (code, _, err) = rein_cli(
+        &rein,
+        &["config", "set", &path, "-"],
+        Some(r#"{"pass": "routes/my route?"}"#),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(sock.exists());
+    let (code, out, err) = rein_cli(&rein, &["config", "get", &format!("{path}/pass")], None);
+    assert_eq!(
+        (code, out.trim()),
+        (Some(0), "\"routes/my route?\""),
+        "{err}"
+    );
+    let (code, _, err) = rein_cli(&rein, &["config", "delete", &path], None);
+    assert_eq!(code, Some(0), "{err}");
+    wait_for("the Unix listener to go", || !sock.exists());
+
+    // A header that cannot be sent is the caller's mistake (exit 1), not an unreachable server (exit 3).
+    let (code, _, err) = rein_cli(
+        &rein,
+        &[
+            "config",
+            "set",
+            "routes/my route?/0/action/return",
+            "--if-match",
+            "a\nb",
+            "-",
+        ],
+        Some("204"),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("cannot make a control API request") && !err.contains("cannot reach"),
+        "{err}"
+    );
+    assert_eq!(get(addr, "/").status, 203);
+}
+
+/// `--stop-timeout` bounds how long a stop waits for requests in flight: a client that stalls mid-body does
+/// not hold rein (the defaults, 30 s, would).
+#[test]
+fn a_stalled_request_holds_a_stop_no_longer_than_the_stop_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rein = Rein::start_in(dir, &["--config", "EMPTY", "--stop-timeout", "0.5"]);
+    rein.wait_ready();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhel");
+    wait_for("the request to be in flight", || {
+        rein.api("GET", "/status/connections/active", None).1 == 1
+    });
+    let signalled = Instant::now();
+    rein.signal(Signal::SIGQUIT);
+    let (code, stderr) = rein.wait_exit();
+    let took = signalled.elapsed();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(5),
+        "the stop waited for the stalled request about 0.5 s: {took:?}"
+    );
+    assert!(
+        rein.log_text().contains("stop timeout reached"),
+        "{}",
+        rein.log_text()
+    );
 }
 
 /// With 3 workers, a Unix and a TCP listener serve every connection. A Unix listener's file goes with the
