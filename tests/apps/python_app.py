@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A Python app for rein's supervisor tests: serves HTTP/1.1 keep-alive on the socket rein passes as fd 3.
 
-Usage: python_app.py TAG [--sleep S] [--fail-at-start] [--crash-if PATH]
+Usage: python_app.py TAG [--sleep S] [--fail-at-start] [--crash-if PATH] [--unhealthy-while PATH]
   --sleep S        waits S seconds before serving (a slow start)
+  --unhealthy-while PATH  while PATH exists, /health answers 503 (and prints `health 503` on stdout)
   --fail-at-start  exits 1 at once (a broken release)
   --crash-if PATH  while PATH exists: serves its first request, then exits 1 0.2 s later
 Prints `start TAG pid=PID t=TIME` on stdout and `stderr TAG pid=PID` on stderr at start, `exit TAG t=TIME`
@@ -34,6 +35,7 @@ if "--fail-at-start" in ARGS:
 if option("--sleep"):
     time.sleep(float(option("--sleep")))
 CRASH_IF = option("--crash-if")
+UNHEALTHY_WHILE = option("--unhealthy-while")
 CRASH_ARMED = threading.Lock()
 
 
@@ -63,7 +65,12 @@ class Handler(BaseHTTPRequestHandler):
             ).encode()
         else:
             body = f"python:{TAG}:{os.getpid()}".encode()
-        self.send_response(200)
+        if self.path == "/health" and UNHEALTHY_WHILE and os.path.exists(UNHEALTHY_WHILE):
+            print("health 503", flush=True)
+            body = b"not yet"
+            self.send_response(503)
+        else:
+            self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

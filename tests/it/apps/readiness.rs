@@ -121,3 +121,35 @@ fn an_app_with_a_missing_executable_is_refused_and_nothing_changes() {
     assert_eq!(st["py"]["last_reload"], Value::Null, "no reload: {st}");
     assert_eq!(get(addr, "/").status, 200);
 }
+
+/// `readiness.http` asks its own path: an app that serves `/` but answers 503 on `/health` stays starting,
+/// with no request let through, until `/health` answers below 500.
+#[test]
+fn the_readiness_path_decides_not_any_answer() {
+    let rein = Rein::start();
+    let flag = rein.dir.path().join("unhealthy");
+    std::fs::write(&flag, b"").unwrap();
+    let addr = serve_one(
+        &rein,
+        "checked",
+        python_app(
+            "checked",
+            &["--unhealthy-while", &flag.display().to_string()],
+            json!({"readiness": {"http": "/health", "timeout": 30}}),
+        ),
+    );
+    let waiting = std::thread::spawn(move || get(addr, "/"));
+    wait_for("three readiness probes answered 503", || {
+        app_log(&rein, "checked").matches("health 503").count() >= 3
+    });
+    let all = instances(&rein, "checked");
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["state"], "starting", "{}", all[0]);
+    assert_eq!(all[0]["requests"], 0, "{}", all[0]);
+    assert!(!waiting.is_finished(), "the request waits in rein");
+
+    std::fs::remove_file(&flag).unwrap();
+    let r = waiting.join().unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(instances(&rein, "checked")[0]["state"], "ready");
+}
