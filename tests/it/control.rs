@@ -75,39 +75,39 @@ fn invalid_documents_are_refused_with_their_path_and_change_nothing() {
         (
             "/config/routes/0/action",
             r#"{"return": 200, "pass": "routes"}"#,
-            "routes/0/action",
+            "routes/0/action: has more than one of pass, return",
         ),
         (
             "/config/routes/0/match",
             r#"{"uri": 5}"#,
-            "routes/0/match/uri",
+            "routes/0/match/uri: must be a pattern string",
         ),
         (
             "/config/routes/0/action",
             r#"{"pass": "routes/missing"}"#,
-            "routes/0/action/pass",
+            "routes/0/action/pass: route \"missing\" does not exist",
         ),
         (
             "/config/listeners/127.0.0.1:0/pass",
             r#""applications/none""#,
-            "listeners/127.0.0.1:0/pass",
+            "listeners/127.0.0.1:0/pass: application \"none\" does not exist",
         ),
         (
             "/config/listeners/bogus",
             r#"{"pass": "routes"}"#,
-            "listeners/bogus",
+            "listeners/bogus: not a listener address",
         ),
         (
             "/config/settings",
             r#"{"http": {"idle_timeout": -1}}"#,
-            "settings/http/idle_timeout",
+            "settings/http/idle_timeout: must be a non-negative number",
         ),
         (
             "/config/routes/0/action",
             r#"{"share": "/x/$nosuchvar"}"#,
-            "routes/0/action/share",
+            "routes/0/action/share: unknown variable \"nosuchvar\"",
         ),
-        ("/config/surprise", "{}", "surprise"),
+        ("/config/surprise", "{}", "surprise: unknown option"),
     ];
     for (path, doc, named) in cases {
         let (status, body) = rein.api("PUT", path, Some(doc));
@@ -116,7 +116,7 @@ fn invalid_documents_are_refused_with_their_path_and_change_nothing() {
         let detail = body["detail"].as_str().unwrap();
         assert!(
             detail.starts_with(named),
-            "detail {detail:?} should name {named}"
+            "detail {detail:?} should start with the path and reason {named:?}"
         );
     }
     let (status, body) = rein.api("PUT", "/config", Some("{\"listeners\": "));
@@ -205,6 +205,59 @@ fn etags_if_match_and_dry_runs() {
     assert_eq!(
         rein.api("GET", "/config/routes/0/action/return", None).1,
         json!(204)
+    );
+
+    // POST and DELETE honour If-Match and dry runs the same way.
+    let stale = etag;
+    let step = json!({"match": {"uri": "/other"}, "action": {"return": 201}}).to_string();
+    let (s, _, _) = rein.api_raw(
+        "POST",
+        "/config/routes",
+        Some(&step),
+        &[("If-Match", &stale)],
+    );
+    assert_eq!(s, 412, "a POST with a stale tag");
+    let (s, _, _) = rein.api_raw("DELETE", "/config/routes/0", None, &[("If-Match", &stale)]);
+    assert_eq!(s, 412, "a DELETE with a stale tag");
+    let (s, body) = rein.api("POST", "/config/routes?dry_run", Some(&step));
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = rein.api("DELETE", "/config/routes/0?dry_run", None);
+    assert_eq!(s, 200, "{body}");
+    let (_, routes) = rein.api("GET", "/config/routes", None);
+    assert_eq!(
+        routes.as_array().map(Vec::len),
+        Some(1),
+        "nothing applied: {routes}"
+    );
+    assert_eq!(get(addr, "/").status, 204);
+
+    let (_, headers, _) = rein.api_raw("GET", "/config", None, &[]);
+    let current = header(&headers, "etag");
+    let (s, _, _) = rein.api_raw(
+        "POST",
+        "/config/routes",
+        Some(&step),
+        &[("If-Match", &current)],
+    );
+    assert_eq!(s, 200, "a POST with the current tag");
+    assert_eq!(
+        get(addr, "/other").status,
+        204,
+        "the first step still matches first"
+    );
+    let (_, headers, _) = rein.api_raw("GET", "/config", None, &[]);
+    let current = header(&headers, "etag");
+    let (s, _, _) = rein.api_raw(
+        "DELETE",
+        "/config/routes/0",
+        None,
+        &[("If-Match", &current)],
+    );
+    assert_eq!(s, 200, "a DELETE with the current tag");
+    assert_eq!(
+        get(addr, "/other").status,
+        201,
+        "the appended step is now the only one"
     );
 }
 
