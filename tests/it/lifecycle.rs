@@ -117,6 +117,25 @@ fn sigterm_lets_requests_in_flight_finish_then_exits() {
     assert_eq!(rein.wait_exit().0, Some(0));
 }
 
+/// `--pid FILE` holds rein's pid while it runs and is removed when it stops.
+#[test]
+fn the_pid_file_lives_as_long_as_rein() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("rein.pid");
+    let pid_arg = pid_file.display().to_string();
+    let mut rein = Rein::start_in(dir, &["--config", "EMPTY", "--pid", &pid_arg]);
+    rein.wait_ready();
+    // Written once the first configuration is applied, just after the control socket is bound.
+    wait_for("the pid file", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let written = std::fs::read_to_string(&pid_file).unwrap();
+    assert_eq!(written, format!("{}\n", rein.pid()));
+    rein.signal(Signal::SIGTERM);
+    assert_eq!(rein.wait_exit().0, Some(0));
+    assert!(!pid_file.exists(), "the pid file is removed on exit");
+}
+
 #[test]
 fn the_cli_reads_and_changes_a_running_server() {
     let rein = Rein::start();
