@@ -392,13 +392,27 @@ fn a_server_that_does_not_accept_is_a_504_after_the_connect_timeout() {
 
 #[test]
 fn a_server_that_does_not_read_the_body_is_a_504_after_the_send_timeout() {
+    upload_to_a_deaf_server(|_| json!({"pass": "upstreams/u"}));
+}
+
+#[test]
+fn a_fastcgi_server_that_does_not_read_the_body_is_a_504_after_the_send_timeout() {
+    upload_to_a_deaf_server(|rein| {
+        crate::harness::file(rein.dir.path(), "www/index.php", b"<?php");
+        let root = rein.dir.path().join("www");
+        json!({"fastcgi": {"server": "upstreams/u", "root": root, "script": "index.php"}})
+    });
+}
+
+/// A 64 MB upload through `action` to upstream `u`, whose one server takes connections (the kernel's backlog)
+/// and never reads: once the socket buffers are full, the upload stalls, and `timeouts.send` (not `read`)
+/// ends it in a 504.
+fn upload_to_a_deaf_server(action: impl FnOnce(&Rein) -> Value) {
     let rein = Rein::start();
-    // Takes connections (the kernel's backlog) and never reads: once the socket buffers are full, the
-    // upload stalls.
     let deaf = TcpListener::bind("127.0.0.1:0").unwrap();
     let server = deaf.local_addr().unwrap().to_string();
     let addr = rein.serve_with(
-        upstream_routes(),
+        json!([{"action": action(&rein)}]),
         json!({
             "upstreams": {"u": {
                 "servers": {&server: {}},
@@ -430,6 +444,7 @@ fn a_server_that_does_not_read_the_body_is_a_504_after_the_send_timeout() {
     assert!(took < Duration::from_secs(10), "504 after {took:?}");
     wait_for("the log line", || !error_lines(&rein, &server).is_empty());
     let line = &error_lines(&rein, &server)[0];
+    assert!(line.contains("upstream=\"u\""), "{line}");
     assert!(
         line.contains("the request was not read within 0.5 s"),
         "{line}"
