@@ -87,6 +87,171 @@ fn names_the_path_of_each_error() {
     }
 }
 
+/// `{"upstreams": {"u": U}}` with one good server and `extra` merged into `U`.
+fn upstream_with(extra: serde_json::Value) -> serde_json::Value {
+    let mut u = json!({"servers": {"127.0.0.1:9000": {}}});
+    u.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    json!({"upstreams": {"u": u}})
+}
+
+#[test]
+fn names_the_path_of_each_upstream_error() {
+    let u = "upstreams/u";
+    let cases = [
+        (
+            json!({"upstreams": {"u": {}}}),
+            format!("{u}: an upstream needs \"servers\""),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"nowhere": {}}}}}),
+            format!("{u}/servers/nowhere: must be an address"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"unix:relative.sock": {}}}}}),
+            format!("{u}/servers/unix:relative.sock: must be an address"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"127.0.0.1:9000": {"wieght": 2}}}}}),
+            format!("{u}/servers/127.0.0.1:9000/wieght: unknown option"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"127.0.0.1:9000": {"weight": -1}}}}}),
+            format!("{u}/servers/127.0.0.1:9000/weight: must be a number from 0 to 1000000"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"127.0.0.1:9000": {"weight": "2"}}}}}),
+            format!("{u}/servers/127.0.0.1:9000/weight: must be a number from 0 to 1000000"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"127.0.0.1:9000": {"max_connections": 1.5}}}}}),
+            format!("{u}/servers/127.0.0.1:9000/max_connections: must be a non-negative integer"),
+        ),
+        (
+            upstream_with(json!({"balance": "random"})),
+            format!("{u}/balance: must be \"round_robin\""),
+        ),
+        (
+            upstream_with(json!({"balance": 1})),
+            format!("{u}/balance: must be a string"),
+        ),
+        (
+            upstream_with(json!({"health": {"pasive": {}}})),
+            format!("{u}/health/pasive: unknown option"),
+        ),
+        (
+            upstream_with(json!({"health": {"passive": {"failures": -1}}})),
+            format!("{u}/health/passive/failures: must be a non-negative integer"),
+        ),
+        (
+            upstream_with(json!({"health": {"passive": {"timeout": "10s"}}})),
+            format!("{u}/health/passive/timeout: must be a non-negative number of seconds"),
+        ),
+        (
+            upstream_with(json!({"health": {"active": {"path": "health"}}})),
+            format!("{u}/health/active/path: must start with \"/\""),
+        ),
+        (
+            upstream_with(json!({"health": {"active": {"interval": 0}}})),
+            format!("{u}/health/active/interval: must be more than 0"),
+        ),
+        (
+            upstream_with(json!({"health": {"active": {"status": "399-200"}}})),
+            format!("{u}/health/active/status: must be a status"),
+        ),
+        (
+            upstream_with(json!({"health": {"active": {"rise": 0}}})),
+            format!("{u}/health/active/rise: must be at least 1"),
+        ),
+        (
+            upstream_with(json!({"timeouts": {"write": 1}})),
+            format!(
+                "{u}/timeouts/write: unknown option; expected one of: connect, read, send, idle"
+            ),
+        ),
+        (
+            upstream_with(json!({"timeouts": {"send": -1}})),
+            format!("{u}/timeouts/send: must be a non-negative number of seconds"),
+        ),
+        (
+            upstream_with(json!({"timeouts": {"connect": "5"}})),
+            format!("{u}/timeouts/connect: must be a non-negative number of seconds"),
+        ),
+        (
+            upstream_with(json!({"retries": {"tries": 0}})),
+            format!("{u}/retries/tries: must be at least 1"),
+        ),
+        (
+            upstream_with(json!({"retries": {"tries": 101}})),
+            format!("{u}/retries/tries: must be at most 100"),
+        ),
+        (
+            upstream_with(json!({"retries": {"timeout": null}})),
+            format!("{u}/retries/timeout: must be a non-negative number of seconds"),
+        ),
+        (
+            upstream_with(json!({"retries": {"budget": 1}})),
+            format!("{u}/retries/budget: unknown option"),
+        ),
+        (
+            upstream_with(json!({"queue_timeout": -0.5})),
+            format!("{u}/queue_timeout: must be a non-negative number of seconds"),
+        ),
+        (
+            upstream_with(json!({"queue": 1})),
+            format!("{u}/queue: unknown option"),
+        ),
+    ];
+    for (doc, expected) in cases {
+        let got = error_of(doc);
+        assert!(
+            got.starts_with(&expected),
+            "expected {expected:?}, got {got:?}"
+        );
+    }
+}
+
+#[test]
+fn compiles_every_upstream_option() {
+    let doc = upstream_with(json!({
+        "balance": "ip_hash",
+        "health": {"passive": {"failures": 2, "timeout": 1.5},
+                   "active": {"path": "/h", "interval": 0.5, "timeout": 1, "status": 204, "rise": 1, "fall": 2}},
+        "timeouts": {"connect": 1, "read": 2, "send": 3, "idle": 4},
+        "retries": {"tries": 5, "timeout": 6},
+        "queue_timeout": 7,
+    }));
+    let u = &doc["upstreams"]["u"];
+    let conf =
+        crate::upstream::conf::compile(u, &crate::config::JsonPath::root().key("u")).unwrap();
+    use std::time::Duration as D;
+    assert_eq!(conf.balance, crate::upstream::balance::Balance::IpHash);
+    assert_eq!(conf.passive.failures, 2);
+    assert_eq!(conf.passive.timeout, D::from_millis(1500));
+    let active = conf.active.expect("active checks");
+    assert_eq!((active.path.as_str(), active.status), ("/h", (204, 204)));
+    let t = conf.timeouts;
+    assert_eq!(
+        (t.connect, t.read, t.send, t.idle),
+        (
+            D::from_secs(1),
+            D::from_secs(2),
+            D::from_secs(3),
+            D::from_secs(4)
+        )
+    );
+    assert_eq!(conf.retries.tries, 5);
+    assert_eq!(conf.retries.timeout, D::from_secs(6));
+    assert_eq!(conf.queue_timeout, D::from_secs(7));
+    // Unset, the send timeout is the read timeout's default.
+    let plain = upstream_with(json!({}));
+    let conf =
+        crate::upstream::conf::compile(&plain["upstreams"]["u"], &crate::config::JsonPath::root())
+            .unwrap();
+    assert_eq!(conf.timeouts.send, conf.timeouts.read);
+}
+
 #[test]
 fn rejects_routes_that_loop() {
     let doc = json!({"routes": {

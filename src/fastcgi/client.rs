@@ -47,6 +47,8 @@ pub enum Error {
     Closed,
     #[error("no answer within {:.1} s", .0.as_secs_f64())]
     Timeout(Duration),
+    #[error("the request was not read within {:.1} s", .0.as_secs_f64())]
+    SendTimeout(Duration),
     #[error("malformed FastCGI record: {0}")]
     Decode(#[from] DecodeError),
     #[error("unexpected {kind:?} record for request {id}")]
@@ -68,7 +70,7 @@ pub enum Error {
 
 impl ExchangeError for Error {
     fn is_timeout(&self) -> bool {
-        matches!(self, Error::Timeout(_))
+        matches!(self, Error::Timeout(_) | Error::SendTimeout(_))
     }
 }
 
@@ -77,7 +79,7 @@ impl From<Error> for io::Error {
         let kind = match &e {
             Error::Io(inner) => inner.kind(),
             Error::Closed | Error::Truncated { .. } => io::ErrorKind::UnexpectedEof,
-            Error::Timeout(_) => io::ErrorKind::TimedOut,
+            Error::Timeout(_) | Error::SendTimeout(_) => io::ErrorKind::TimedOut,
             Error::RequestBody(inner) => inner.kind(),
             Error::Decode(_)
             | Error::Unexpected { .. }
@@ -180,6 +182,19 @@ impl Conn {
         body: Option<Body>,
         read_timeout: Duration,
     ) -> Result<Response<ResponseBody>, SendError> {
+        self.send_within(params, body, read_timeout, read_timeout)
+            .await
+    }
+
+    /// [`Conn::send`], with `send_timeout` instead of the read timeout for a wait during which records are
+    /// queued that the application does not take.
+    pub async fn send_within(
+        self,
+        params: &Params,
+        body: Option<Body>,
+        read_timeout: Duration,
+        send_timeout: Duration,
+    ) -> Result<Response<ResponseBody>, SendError> {
         if !self.known_open.swap(false, Ordering::Relaxed) && self.is_closed() {
             // Found out before writing anything: the body is intact and this is surely the stale case.
             return Err(SendError {
@@ -188,7 +203,8 @@ impl Conn {
                 stale: true,
             });
         }
-        let mut ex = Exchange::new(self, params, body, read_timeout);
+        let stall = Stall::new(read_timeout, send_timeout);
+        let mut ex = Exchange::new(self, params, body, stall);
         let mut parser = HeadParser::new();
         let head = poll_fn(|cx| ex.poll_head(cx, &mut parser)).await;
         match head {
@@ -286,7 +302,7 @@ struct Exchange {
 }
 
 impl Exchange {
-    fn new(conn: Conn, params: &Params, body: Option<Body>, read_timeout: Duration) -> Exchange {
+    fn new(conn: Conn, params: &Params, body: Option<Body>, stall: Stall) -> Exchange {
         let mut out = BytesMut::new();
         Record::BeginRequest {
             id: REQUEST_ID,
@@ -309,7 +325,7 @@ impl Exchange {
             write_failed: false,
             ended: None,
             stderr: Vec::new(),
-            stall: Stall::new(read_timeout),
+            stall,
         };
         if ex.body.is_none() {
             ex.end_stdin();
@@ -422,8 +438,14 @@ impl Exchange {
             let record = match self.poll_record(cx) {
                 Poll::Ready(r) => r?,
                 Poll::Pending => {
-                    ready!(self.stall.poll(cx));
-                    return Poll::Ready(Err(Error::Timeout(self.stall.timeout())));
+                    // Records queued that the application does not take: it is not reading the request.
+                    let sending = !self.write_failed && !self.out.is_empty();
+                    ready!(self.stall.poll(cx, sending));
+                    let timeout = self.stall.timeout(sending);
+                    return Poll::Ready(Err(match sending {
+                        true => Error::SendTimeout(timeout),
+                        false => Error::Timeout(timeout),
+                    }));
                 }
             };
             match record {

@@ -42,6 +42,8 @@ pub enum Error {
     Closed,
     #[error("no answer within {:.1} s", .0.as_secs_f64())]
     Timeout(Duration),
+    #[error("the request was not read within {:.1} s", .0.as_secs_f64())]
+    SendTimeout(Duration),
     #[error(transparent)]
     Head(#[from] HeadError),
     #[error("malformed chunked body: {0}")]
@@ -54,7 +56,7 @@ pub enum Error {
 
 impl ExchangeError for Error {
     fn is_timeout(&self) -> bool {
-        matches!(self, Error::Timeout(_))
+        matches!(self, Error::Timeout(_) | Error::SendTimeout(_))
     }
 }
 
@@ -63,7 +65,7 @@ impl From<Error> for io::Error {
         let kind = match &e {
             Error::Io(inner) | Error::RequestBody(inner) => inner.kind(),
             Error::Closed | Error::Truncated { .. } => io::ErrorKind::UnexpectedEof,
-            Error::Timeout(_) => io::ErrorKind::TimedOut,
+            Error::Timeout(_) | Error::SendTimeout(_) => io::ErrorKind::TimedOut,
             Error::Head(_) | Error::Chunked(_) => io::ErrorKind::InvalidData,
         };
         match e {
@@ -121,6 +123,19 @@ impl Conn {
         body: Option<Body>,
         read_timeout: Duration,
     ) -> Result<Response<ResponseBody>, SendError> {
+        self.send_within(head, body, read_timeout, read_timeout)
+            .await
+    }
+
+    /// [`Conn::send`], with `send_timeout` instead of the read timeout for a wait during which request bytes
+    /// are queued that the server does not take.
+    pub async fn send_within(
+        self,
+        head: &RequestHead,
+        body: Option<Body>,
+        read_timeout: Duration,
+        send_timeout: Duration,
+    ) -> Result<Response<ResponseBody>, SendError> {
         if self.is_closed() {
             // Found out before writing anything (it costs no system call unless something arrived): the body
             // is intact and this is surely the stale case.
@@ -130,7 +145,8 @@ impl Conn {
                 stale: true,
             });
         }
-        let mut ex = Exchange::new(self, head, body, read_timeout);
+        let stall = Stall::new(read_timeout, send_timeout);
+        let mut ex = Exchange::new(self, head, body, stall);
         match poll_fn(|cx| ex.poll_head(cx, head)).await {
             Ok(answer) => Ok(ResponseBody::response(answer, ex)),
             Err(error) => {
@@ -163,7 +179,7 @@ struct Exchange {
 }
 
 impl Exchange {
-    fn new(conn: Conn, head: &RequestHead, body: Option<Body>, timeout: Duration) -> Exchange {
+    fn new(conn: Conn, head: &RequestHead, body: Option<Body>, stall: Stall) -> Exchange {
         Exchange {
             conn,
             out: VecDeque::from([head.bytes()]),
@@ -172,7 +188,7 @@ impl Exchange {
             consumed: false,
             answered: false,
             write_failed: false,
-            stall: Stall::new(timeout),
+            stall,
         }
     }
 
@@ -272,8 +288,14 @@ impl Exchange {
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(Error::Io(e))),
             Poll::Pending => {
-                ready!(self.stall.poll(cx));
-                Poll::Ready(Err(Error::Timeout(self.stall.timeout())))
+                // Bytes queued that the server does not take: it is not reading the request.
+                let sending = !self.write_failed && !self.out.is_empty();
+                ready!(self.stall.poll(cx, sending));
+                let timeout = self.stall.timeout(sending);
+                Poll::Ready(Err(match sending {
+                    true => Error::SendTimeout(timeout),
+                    false => Error::Timeout(timeout),
+                }))
             }
         }
     }

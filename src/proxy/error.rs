@@ -17,8 +17,8 @@ pub enum ProxyError {
         server: String,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("{server} did not answer within {secs:.1} s")]
-    Timeout { server: String, secs: f64 },
+    #[error("{server} timed out: {reason}")]
+    Timeout { server: String, reason: String },
     #[error("no server available")]
     NoServer,
     #[error("the request body exceeds max_body_size")]
@@ -35,7 +35,7 @@ impl ProxyError {
         if source.kind() == std::io::ErrorKind::TimedOut {
             ProxyError::Timeout {
                 server: server.to_string(),
-                secs: timeout.as_secs_f64(),
+                reason: format!("no connection within {:.1} s", timeout.as_secs_f64()),
             }
         } else {
             ProxyError::Unreachable {

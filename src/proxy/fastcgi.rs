@@ -71,7 +71,7 @@ async fn try_forward(
         if !replayable {
             return Ok(response.map(|answer| Body::new(Held::new(answer, slot))));
         }
-        buffer_start(response, slot, upstream).await
+        buffer_start(response, slot).await
     })
     .await
 }
@@ -84,7 +84,6 @@ const BUFFERED: usize = 64 * 1024;
 async fn buffer_start(
     response: Response<ResponseBody>,
     slot: Slot,
-    upstream: &Upstream,
 ) -> Result<Response<Body>, Failed> {
     let (parts, mut answer) = response.into_parts();
     let mut start = BytesMut::new();
@@ -99,7 +98,7 @@ async fn buffer_start(
                     start.extend_from_slice(&data);
                 }
             }
-            Some(Err(e)) => return Err(Failed::sent(broken(&slot, upstream, e))),
+            Some(Err(e)) => return Err(Failed::sent(broken(&slot, e))),
         }
     }
     let rest = Held::new(answer, slot);
@@ -146,13 +145,16 @@ async fn attempt(
                         error: ProxyError::connect(&server.addr, timeouts.connect, source),
                         unsent: body,
                         stale: false,
+                        reached: false,
                     });
                 }
             }
         }
     };
     let reused = waiting.is_none();
-    let sent = conn.send(params, body, timeouts.read).await;
+    let sent = conn
+        .send_within(params, body, timeouts.read, timeouts.send)
+        .await;
     drop(waiting);
     match sent {
         Ok(mut response) => {
@@ -167,11 +169,16 @@ async fn attempt(
             });
             Ok((response, slot))
         }
-        Err(e) => Err(Failed {
-            error: broken(&slot, upstream, e.error),
-            stale: reused && e.stale,
-            unsent: e.unsent,
-        }),
+        Err(e) => {
+            let stale = reused && e.stale;
+            Err(Failed {
+                error: broken(&slot, e.error),
+                stale,
+                unsent: e.unsent,
+                // The server had closed the connection: it never saw the request.
+                reached: !stale,
+            })
+        }
     }
 }
 

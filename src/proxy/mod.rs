@@ -7,6 +7,8 @@ mod error;
 pub mod fastcgi;
 pub mod headers;
 pub(crate) mod retry;
+#[cfg(test)]
+mod retry_tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,9 +69,7 @@ async fn try_forward(
     retry::run(upstream, plan, |slot, body| async move {
         let (response, slot) = attempt_one(upstream, slot, head, body).await?;
         if buffer && is_small(&response) {
-            return buffered(upstream, response, slot)
-                .await
-                .map_err(Failed::sent);
+            return buffered(response, slot).await.map_err(Failed::sent);
         }
         let client = client_upgrade.lock().ok().and_then(|mut u| u.take());
         Ok(respond(response, slot, upgrading, client))
@@ -115,11 +115,15 @@ async fn attempt_one(
                     error: ProxyError::connect(&server.addr, timeouts.connect, source),
                     unsent: body,
                     stale: false,
+                    reached: false,
                 });
             }
         },
     };
-    match conn.send(head, body, timeouts.read).await {
+    match conn
+        .send_within(head, body, timeouts.read, timeouts.send)
+        .await
+    {
         Ok(mut response) => {
             let pool = server.clone();
             response
@@ -127,22 +131,28 @@ async fn attempt_one(
                 .on_reuse(move |conn| pool.pool.put(conn));
             Ok((response, slot))
         }
-        Err(e) => Err(Failed {
-            error: broken(&slot, upstream, e.error),
-            stale: reused && e.stale,
-            unsent: e.unsent,
-        }),
+        Err(e) => {
+            let stale = reused && e.stale;
+            Err(Failed {
+                error: broken(&slot, e.error),
+                stale,
+                unsent: e.unsent,
+                // The server had closed the connection: it never saw the request.
+                reached: !stale,
+            })
+        }
     }
 }
 
 /// A failed exchange as the proxy reports it, for either transport: a timeout (504) or a broken exchange
 /// (502).
-pub(crate) fn broken<E: ExchangeError>(slot: &Slot, upstream: &Upstream, error: E) -> ProxyError {
+pub(crate) fn broken<E: ExchangeError>(slot: &Slot, error: E) -> ProxyError {
     let server = slot.server.addr.to_string();
     match error.is_timeout() {
+        // The error says which timeout it was (read or send) and how long.
         true => ProxyError::Timeout {
             server,
-            secs: upstream.conf.timeouts.read.as_secs_f64(),
+            reason: error.to_string(),
         },
         false => ProxyError::Broken {
             server,
@@ -182,14 +192,13 @@ fn is_small(response: &Response<ResponseBody>) -> bool {
 }
 
 async fn buffered(
-    upstream: &Upstream,
     response: Response<ResponseBody>,
     slot: Slot,
 ) -> Result<Response<Body>, ProxyError> {
     let (mut parts, answer) = response.into_parts();
     let bytes = match http_body_util::BodyExt::collect(answer).await {
         Ok(collected) => collected.to_bytes(),
-        Err(e) => return Err(broken(&slot, upstream, e)),
+        Err(e) => return Err(broken(&slot, e)),
     };
     slot.record(true);
     drop(slot);

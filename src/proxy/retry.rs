@@ -3,15 +3,15 @@
 //!
 //! A request whose connection failed before any byte was sent is always tried again on another server;
 //! once sent, it is tried again only if it is replayable (an idempotent method with no body). Attempts are
-//! bounded by `retries.tries` and `retries.timeout`. When no server is available, the request waits up to
-//! `queue_timeout` for one (a restarting backend) before 503, in line: a newcomer queues behind requests already
+//! bounded by `retries.tries` and `retries.timeout` (a retry's wait for a server included). When no server is
+//! available, the request waits up to `queue_timeout` for one (a restarting backend) before 503, in line: a newcomer queues behind requests already
 //! waiting instead of taking the slot one of them was woken for. A send on a reused keep-alive connection that
 //! the server had already closed is no fault of the server's: it is retried at no cost to `tries`.
 
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 
@@ -30,6 +30,9 @@ pub struct Failed {
     pub unsent: Option<Body>,
     /// It failed on a reused keep-alive connection the server had already closed.
     pub stale: bool,
+    /// The request may have reached the server: false for a failed connect or a stale connection. A
+    /// request that did not may go elsewhere whatever its method.
+    pub reached: bool,
 }
 
 impl Failed {
@@ -39,6 +42,7 @@ impl Failed {
             error,
             unsent: None,
             stale: false,
+            reached: true,
         }
     }
 }
@@ -63,17 +67,21 @@ where
     F: FnMut(Slot, Option<Body>) -> Fut,
     Fut: Future<Output = Result<T, Failed>>,
 {
-    let started = Instant::now();
     let retries = upstream.conf.retries;
+    // No new attempt starts after this, and a retry does not wait for a server past it either.
+    let budget_ends = tokio::time::Instant::now() + retries.timeout;
+    let had_body = plan.body.is_some();
     let mut body = plan.body;
     let mut excluded: Vec<Arc<ServerState>> = Vec::new();
     let mut last_error = ProxyError::NoServer;
     let (mut attempts, mut stale_left) = (0, MAX_STALE);
     while attempts < retries.tries {
-        if attempts > 0 && started.elapsed() >= retries.timeout {
+        let retrying = attempts > 0;
+        if retrying && tokio::time::Instant::now() >= budget_ends {
             break;
         }
-        let Some(slot) = wait_for_server(upstream, plan.client, &excluded).await else {
+        let limit = retrying.then_some(budget_ends);
+        let Some(slot) = wait_for_server(upstream, plan.client, &excluded, limit).await else {
             break;
         };
         let server = slot.server.clone();
@@ -97,8 +105,11 @@ where
         match failed.unsent {
             // Never written: the same body can go to the next server.
             Some(returned) => body = Some(returned),
-            None if plan.replayable => {}
-            None => break,
+            // Some of the body went out: it cannot be sent again.
+            None if had_body => break,
+            // A request without a body: again if it never reached the server, or if it may be replayed.
+            None if failed.reached && !plan.replayable => break,
+            None => {}
         }
     }
     Err(last_error)
@@ -107,7 +118,8 @@ where
 /// How long a request in line waits at most before looking for a server again, woken or not.
 const RELOOK: Duration = Duration::from_millis(100);
 
-/// A server to send to: one available now, or the first to become available within `queue_timeout`.
+/// A server to send to: one available now, or the first to become available within `queue_timeout` (and
+/// before `limit`, the end of a retrying request's time budget).
 /// Servers this request already failed on are not candidates: an application instance that just died may
 /// still be listed for a moment, and its replacement is worth the wait. Fixed servers that all failed it
 /// leave nothing to wait for.
@@ -115,6 +127,7 @@ pub(crate) async fn wait_for_server(
     upstream: &Arc<Upstream>,
     client: Option<IpAddr>,
     excluded: &[Arc<ServerState>],
+    limit: Option<tokio::time::Instant>,
 ) -> Option<Slot> {
     if upstream.exhausted(excluded) {
         return None;
@@ -126,7 +139,8 @@ pub(crate) async fn wait_for_server(
         return Some(found);
     }
     let _waiting = upstream.waiting();
-    let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
+    let queued_until = tokio::time::Instant::now() + upstream.conf.queue_timeout;
+    let deadline = limit.map_or(queued_until, |l| l.min(queued_until));
     let mut in_line = None;
     loop {
         // Register interest before looking, so a change between the look and the wait is not missed.

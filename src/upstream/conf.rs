@@ -6,7 +6,7 @@
 //!  "balance": "least_connections",
 //!  "health": {"passive": {"failures": 1, "timeout": 10},
 //!             "active": {"path": "/health", "interval": 5, "timeout": 2, "status": "200-399", "rise": 2, "fall": 3}},
-//!  "timeouts": {"connect": 5, "read": 60, "idle": 4},
+//!  "timeouts": {"connect": 5, "read": 60, "send": 60, "idle": 4},
 //!  "retries": {"tries": 3, "timeout": 10},
 //!  "queue_timeout": 5}
 //! ```
@@ -72,6 +72,8 @@ pub struct Timeouts {
     pub connect: Duration,
     /// Waiting for the response head, and between two reads of the response body.
     pub read: Duration,
+    /// Waiting for the server to take more of the request (head or body) while none of it moves.
+    pub send: Duration,
     /// How long an idle pooled connection is kept: shorter than typical app keep-alives (Node's is 5 s).
     pub idle: Duration,
 }
@@ -119,6 +121,7 @@ impl UpstreamConf {
             timeouts: Timeouts {
                 connect: Duration::from_secs(5),
                 read: Duration::from_secs(60),
+                send: Duration::from_secs(60),
                 idle: Duration::from_secs(4),
             },
             retries: Retries {
@@ -299,12 +302,13 @@ fn status_range(v: &Value, path: &JsonPath) -> Result<(u16, u16), ConfigError> {
 
 fn timeouts(v: &Value, path: &JsonPath, t: &mut Timeouts) -> Result<(), ConfigError> {
     let map: &Map<String, Value> = object(v, path)?;
-    known_keys(map, &["connect", "read", "idle"], path)?;
+    known_keys(map, &["connect", "read", "send", "idle"], path)?;
     for (key, value) in map {
         let d = seconds(value, &path.key(key))?;
         match key.as_str() {
             "connect" => t.connect = d,
             "read" => t.read = d,
+            "send" => t.send = d,
             _ => t.idle = d,
         }
     }

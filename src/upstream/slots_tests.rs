@@ -71,7 +71,7 @@ async fn a_newcomer_queues_behind_a_request_already_waiting() {
     let held = upstream.pick(None, &[]).expect("the one slot");
     let waiter = tokio::spawn({
         let upstream = upstream.clone();
-        async move { wait_for_server(&upstream, None, &[]).await.is_some() }
+        async move { wait_for_server(&upstream, None, &[], None).await.is_some() }
     });
     for _ in 0..1000 {
         if upstream.queued() > 0 {
@@ -82,7 +82,7 @@ async fn a_newcomer_queues_behind_a_request_already_waiting() {
     assert_eq!(upstream.queued(), 1, "the waiter is in line");
     // The slot is freed: the waiter is woken, but has not run yet when a newcomer looks.
     drop(held);
-    let mut newcomer = std::pin::pin!(wait_for_server(&upstream, None, &[]));
+    let mut newcomer = std::pin::pin!(wait_for_server(&upstream, None, &[], None));
     assert!(
         newcomer.as_mut().now_or_never().is_none(),
         "the newcomer took the slot the waiting request was woken for"
@@ -200,7 +200,7 @@ fn every_lane_is_served_while_both_wait() {
                             let (last, longest_without) = (last.clone(), longest_without.clone());
                             tokio::spawn(async move {
                                 while total.load(Ordering::SeqCst) < TOTAL {
-                                    let slot = wait_for_server(&upstream, None, &[]).await;
+                                    let slot = wait_for_server(&upstream, None, &[], None).await;
                                     let slot = slot.expect("a slot within the queue timeout");
                                     let (tx, rx) = tokio::sync::oneshot::channel();
                                     server.send(tx).expect("the server thread");

@@ -1,4 +1,5 @@
-//! Live upstream changes under load.
+//! Live upstream changes: under load with no failed request, and with a request in flight on a removed server
+//! and pooled connections to a kept one.
 
 use super::*;
 
@@ -8,7 +9,11 @@ fn upstream_servers_change_under_load_without_errors() {
     let a = Backend::python("A", "0", &[]);
     let b = Backend::python("B", "0", &[]);
     let c = Backend::python("C", "0", &[]);
-    let addr = serve_upstream(&rein, json!({"servers": servers(&[&a, &b])}));
+    // One try per request: a failed attempt cannot hide behind a retry on another server.
+    let addr = serve_upstream(
+        &rein,
+        json!({"servers": servers(&[&a, &b]), "retries": {"tries": 1}}),
+    );
     let load = Load::start_keyed(addr, &["/whoami"; 4], backend_of);
     load.wait_answers("A", 20);
     load.wait_answers("B", 20);
@@ -52,4 +57,89 @@ fn upstream_servers_change_under_load_without_errors() {
     assert!(counts["C"] >= 100, "{counts:?}");
     let st = server_status(&rein, &b.addr());
     assert_eq!(st["failures"], 0, "{st}");
+}
+
+#[test]
+fn a_change_lets_requests_on_a_removed_server_finish_and_keeps_the_others_connections() {
+    let rein = Rein::start();
+    let a = Backend::python("A", "0", &[]);
+    let b = Backend::python("B", "0", &[]);
+    let c = Backend::python("C", "0", &[]);
+    let addr = serve_upstream(
+        &rein,
+        json!({"servers": servers(&[&a, &b]), "health": {"passive": {"failures": 0}}}),
+    );
+    // Two slow requests at once: round-robin puts one on each server.
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let mut conn = Conn::open(addr);
+            conn.send_raw(b"GET /slow?ms=3000 HTTP/1.1\r\nHost: test\r\n\r\n");
+            std::thread::spawn(move || conn.read())
+        })
+        .collect();
+    wait_for("a slow request in flight on A and on B", || {
+        server_status(&rein, &a.addr())["active"] == 1
+            && server_status(&rein, &b.addr())["active"] == 1
+    });
+    // Requests one at a time on fresh client connections, until B's connections are all made (one per worker
+    // thread that reaches it, whichever thread a client connection lands on).
+    let opened = |s: &Backend| {
+        server_status(&rein, &s.addr())["connections_opened"]
+            .as_u64()
+            .unwrap()
+    };
+    let quick = |n: usize| {
+        for _ in 0..n {
+            let r = Conn::open(addr).get("/whoami", &[]);
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+    };
+    let mut before = opened(&b);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        quick(20);
+        let now = opened(&b);
+        if now == before {
+            break;
+        }
+        before = now;
+        assert!(Instant::now() < deadline, "B's connections never settled");
+    }
+
+    assert_eq!(
+        server_status(&rein, &a.addr())["active"],
+        1,
+        "the slow request on A ended before the change"
+    );
+    let requests_before = server_status(&rein, &b.addr())["requests"]
+        .as_u64()
+        .unwrap();
+    let (status, body) = rein.api(
+        "PUT",
+        "/config/upstreams/u/servers",
+        Some(&servers(&[&b, &c]).to_string()),
+    );
+    assert_eq!(status, 200, "{body}");
+    quick(20);
+    assert!(c.count("path=/whoami") > 0, "C never got a request");
+    let after = server_status(&rein, &b.addr());
+    assert!(
+        after["requests"].as_u64().unwrap() > requests_before,
+        "B's state did not survive the change: {after}"
+    );
+    assert_eq!(
+        after["connections_opened"], before,
+        "a connection to B, kept across the change, was dropped and made again"
+    );
+    // The request in flight on A when it was removed finishes normally.
+    let mut answered: Vec<String> = slow
+        .into_iter()
+        .map(|t| {
+            let r = t.join().unwrap().expect("an answer to the slow request");
+            assert_eq!(r.status, 200, "{r:?}");
+            r.text()
+        })
+        .collect();
+    answered.sort();
+    assert_eq!(answered, ["A", "B"]);
 }

@@ -3,9 +3,11 @@
 //! with it. Each prints its bound port on its first line; every answer names its backend in `X-Backend`.
 //!
 //! Covered: the `proxy` action over TCP and Unix sockets (target, body, status, headers, hop-by-hop fields,
-//! `X-Forwarded-*`), weighted round-robin, least connections, ip_hash, passive and active health, retry rules,
-//! waiting for a server (`queue_timeout`), 502/503/504, streaming of large bodies with bounded memory,
-//! WebSocket tunnelling, live upstream changes under load and the `/status/upstreams` counters. Tests live
+//! `X-Forwarded-*`), weighted round-robin, least connections, ip_hash, passive and active health, retry rules
+//! and limits (`retries`), waiting for a server (`queue_timeout`), `max_connections` on HTTP servers, `unix:`
+//! servers in an upstream, 502/503/504 with their log lines (refused, read, connect and send timeouts),
+//! streaming of large bodies with bounded memory, WebSocket tunnelling, live upstream changes and the
+//! `/status/upstreams` counters. Tests live
 //! in one submodule per topic; the backends and helpers they share are here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +27,7 @@ use crate::load::{Load, open};
 mod action;
 mod balance;
 mod health;
+mod limits;
 mod live;
 mod retries;
 mod streaming;

@@ -165,7 +165,18 @@ fn refused_is_502_and_a_slow_answer_is_504() {
         let t = Instant::now();
         let r = c.get("/dead/x", &[]);
         assert_eq!(r.status, 502, "{r:?}");
+        assert!(r.body.len() < 512, "a short body: {:?}", r.text());
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+    // One line per error, naming the upstream, the server and why.
+    wait_for("the 502 log lines", || error_lines(&rein, &dead).len() >= 3);
+    for line in error_lines(&rein, &dead) {
+        assert!(line.contains("upstream=\"dead\""), "{line}");
+        assert!(
+            line.contains(&format!("cannot connect to {dead}")),
+            "{line}"
+        );
+        assert!(line.contains("502"), "{line}");
     }
     let (_, st) = rein.api(
         "GET",
@@ -182,13 +193,261 @@ fn refused_is_502_and_a_slow_answer_is_504() {
     let r = c.get("/slow?ms=1500", &[]);
     let took = t.elapsed();
     assert_eq!(r.status, 504, "{r:?}");
+    assert!(r.body.len() < 512, "a short body: {:?}", r.text());
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_millis(1400),
         "504 after {took:?}"
+    );
+    wait_for("the 504 log line", || {
+        !error_lines(&rein, &slow.addr()).is_empty()
+    });
+    let line = &error_lines(&rein, &slow.addr())[0];
+    assert!(line.contains("upstream=\"u\""), "{line}");
+    assert!(
+        line.contains("no answer within 0.3 s") && line.contains("504"),
+        "{line}"
     );
     // The server itself is fine: a quick request goes through.
     let r = Conn::open(addr).get("/whoami", &[]);
     assert_eq!((r.status, r.text().as_str()), (200, "S"));
     let st = server_status(&rein, &slow.addr());
     assert_eq!(st["failures"], 1, "{st}");
+}
+
+/// The sum of `field` over every server of upstream `u`.
+fn total(rein: &Rein, field: &str) -> u64 {
+    let (_, st) = rein.api("GET", "/status/upstreams/u", None);
+    st["servers"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no servers in {st}"))
+        .values()
+        .map(|s| s[field].as_u64().unwrap())
+        .sum()
+}
+
+/// The `proxy error` lines of rein's log that name `server`.
+fn error_lines(rein: &Rein, server: &str) -> Vec<String> {
+    rein.log_text()
+        .lines()
+        .filter(|l| l.contains("proxy error") && l.contains(server))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn tries_bounds_the_attempts_on_refused_servers() {
+    let rein = Rein::start();
+    let dead: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let servers: serde_json::Map<String, Value> =
+        dead.iter().map(|d| (d.clone(), json!({}))).collect();
+    let addr = serve_upstream(
+        &rein,
+        json!({
+            "servers": servers,
+            "retries": {"tries": 2},
+            "health": {"passive": {"failures": 0}},
+            "queue_timeout": 0,
+        }),
+    );
+    let r = Conn::open(addr).get("/whoami", &[]);
+    assert_eq!(r.status, 502, "{r:?}");
+    assert_eq!(
+        (total(&rein, "requests"), total(&rein, "failures")),
+        (2, 2),
+        "two attempts in all over three refusing servers"
+    );
+    // A POST with a body goes the same way: nothing of it was sent.
+    let r = Conn::open(addr).request("POST", "/echo", &[], b"never sent");
+    assert_eq!(r.status, 502, "{r:?}");
+    assert_eq!(total(&rein, "failures"), 4);
+    // And so does a POST without a body: not replayable, but it never reached a server.
+    let r = Conn::open(addr).request("POST", "/form", &[], b"");
+    assert_eq!(r.status, 502, "{r:?}");
+    assert_eq!(total(&rein, "failures"), 6);
+}
+
+#[test]
+fn no_retry_starts_after_the_time_budget() {
+    let rein = Rein::start();
+    // Servers that take the connection (the kernel's backlog) and never answer.
+    let silent: Vec<TcpListener> = (0..4)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let servers: serde_json::Map<String, Value> = silent
+        .iter()
+        .map(|l| (l.local_addr().unwrap().to_string(), json!({})))
+        .collect();
+    let addr = serve_upstream(
+        &rein,
+        json!({
+            "servers": servers,
+            "timeouts": {"read": 0.4},
+            "retries": {"tries": 4, "timeout": 0.5},
+            "health": {"passive": {"failures": 0}},
+            "queue_timeout": 0,
+        }),
+    );
+    let t = Instant::now();
+    let r = Conn::open(addr).get("/whoami", &[]);
+    let took = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    // Attempts start at 0 and 0.4 s; at 0.8 s the 0.5 s budget is spent, though two tries are left.
+    assert_eq!(total(&rein, "failures"), 2);
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_millis(1500),
+        "504 after {took:?}"
+    );
+}
+
+#[test]
+fn a_post_refused_at_connect_is_answered_by_another_server() {
+    let rein = Rein::start();
+    let dead = format!("127.0.0.1:{}", free_port());
+    let live = Backend::python("L", "0", &[]);
+    let addr = serve_upstream(
+        &rein,
+        json!({
+            "servers": {&dead: {}, live.addr(): {}},
+            "health": {"passive": {"failures": 0}},
+            "queue_timeout": 0,
+        }),
+    );
+    for i in 0..4 {
+        let body = format!("post body {i}");
+        let r = Conn::open(addr).request("POST", "/echo", &[], body.as_bytes());
+        assert_eq!((r.status, r.text()), (200, body), "{r:?}");
+        assert_eq!(r.header("x-backend"), Some("L"));
+    }
+    let st = server_status(&rein, &dead);
+    assert!(
+        st["failures"].as_u64() >= Some(1),
+        "the refusing server was never tried first: {st}"
+    );
+    assert_eq!(live.count("path=/echo"), 4, "each POST reached L once");
+}
+
+/// A listening socket whose accept queue is full and never drained: a SYN to it is dropped, so a connect
+/// neither succeeds nor is refused. Returns the listener and the connections that fill its queue.
+fn unanswering() -> (socket2::Socket, Vec<socket2::Socket>) {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    listener
+        .bind(&SockAddr::from(
+            "127.0.0.1:0".parse::<SocketAddr>().unwrap(),
+        ))
+        .unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    loop {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        match s.connect_timeout(&addr, Duration::from_millis(300)) {
+            Ok(()) => fillers.push(s),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::TimedOut
+                    || e.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                return (listener, fillers);
+            }
+            Err(e) => panic!("filling the accept queue: {e}"),
+        }
+        assert!(fillers.len() < 64, "the accept queue never filled");
+    }
+}
+
+#[test]
+fn a_server_that_does_not_accept_is_a_504_after_the_connect_timeout() {
+    let rein = Rein::start();
+    let (listener, _fillers) = unanswering();
+    let server = listener
+        .local_addr()
+        .unwrap()
+        .as_socket()
+        .unwrap()
+        .to_string();
+    let addr = rein.serve_with(
+        upstream_routes(),
+        json!({"upstreams": {"u": {
+            "servers": {&server: {}},
+            "timeouts": {"connect": 0.3},
+            "queue_timeout": 0,
+        }}}),
+    );
+    let t = Instant::now();
+    let r = Conn::open(addr).get("/whoami", &[]);
+    let took = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(r.body.len() < 512, "a short body: {:?}", r.text());
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "504 after {took:?}"
+    );
+    wait_for("the log line", || !error_lines(&rein, &server).is_empty());
+    let line = &error_lines(&rein, &server)[0];
+    assert!(line.contains("upstream=\"u\""), "{line}");
+    assert!(line.contains("no connection within 0.3 s"), "{line}");
+}
+
+#[test]
+fn a_server_that_does_not_read_the_body_is_a_504_after_the_send_timeout() {
+    upload_to_a_deaf_server(|_| json!({"pass": "upstreams/u"}));
+}
+
+#[test]
+fn a_fastcgi_server_that_does_not_read_the_body_is_a_504_after_the_send_timeout() {
+    upload_to_a_deaf_server(|rein| {
+        crate::harness::file(rein.dir.path(), "www/index.php", b"<?php");
+        let root = rein.dir.path().join("www");
+        json!({"fastcgi": {"server": "upstreams/u", "root": root, "script": "index.php"}})
+    });
+}
+
+/// A 64 MB upload through `action` to upstream `u`, whose one server takes connections (the kernel's backlog)
+/// and never reads: once the socket buffers are full, the upload stalls, and `timeouts.send` (not `read`)
+/// ends it in a 504.
+fn upload_to_a_deaf_server(action: impl FnOnce(&Rein) -> Value) {
+    let rein = Rein::start();
+    let deaf = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = deaf.local_addr().unwrap().to_string();
+    let addr = rein.serve_with(
+        json!([{"action": action(&rein)}]),
+        json!({
+            "upstreams": {"u": {
+                "servers": {&server: {}},
+                "timeouts": {"send": 0.5, "read": 30},
+                "queue_timeout": 0,
+            }},
+            "settings": {"http": {"max_body_size": 1u64 << 30}},
+        }),
+    );
+    let mut c = Conn::open(addr);
+    let size = 64 << 20;
+    c.send_raw(
+        format!("POST /upload HTTP/1.1\r\nHost: test\r\nContent-Length: {size}\r\n\r\n").as_bytes(),
+    );
+    let mut writer = c.reader().get_ref().try_clone().unwrap();
+    let t = Instant::now();
+    // Written from another thread: rein answers while the body is still on its way.
+    std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..size >> 20 {
+            if writer.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let r = c.read().expect("an answer");
+    let took = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(took < Duration::from_secs(10), "504 after {took:?}");
+    wait_for("the log line", || !error_lines(&rein, &server).is_empty());
+    let line = &error_lines(&rein, &server)[0];
+    assert!(line.contains("upstream=\"u\""), "{line}");
+    assert!(
+        line.contains("the request was not read within 0.5 s"),
+        "{line}"
+    );
+    drop(deaf);
 }
