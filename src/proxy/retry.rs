@@ -4,9 +4,10 @@
 //! A request whose connection failed before any byte was sent is always tried again on another server;
 //! once sent, it is tried again only if it is replayable (an idempotent method with no body). Attempts are
 //! bounded by `retries.tries` and `retries.timeout` (a retry's wait for a server included). When no server is
-//! available, the request waits up to `queue_timeout` for one (a restarting backend) before 503, in line: a newcomer queues behind requests already
-//! waiting instead of taking the slot one of them was woken for. A send on a reused keep-alive connection that
-//! the server had already closed is no fault of the server's: it is retried at no cost to `tries`.
+//! available, the request waits up to `queue_timeout` for one (a restarting backend) before 503, in line: a
+//! newcomer queues behind requests already waiting instead of taking the slot one of them was woken for. A
+//! send on a reused keep-alive connection that the server had already closed is no fault of the server's: it
+//! is retried at no cost to `tries`.
 
 use std::future::Future;
 use std::net::IpAddr;
