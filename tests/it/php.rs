@@ -525,29 +525,32 @@ fn md5_of(data: &[u8]) -> String {
     text.split_whitespace().next().unwrap().to_owned()
 }
 
-/// One kept-alive FastCGI connection per PHP worker, never one per request: with more clients than workers,
-/// the extra requests wait in rein rather than on fresh connections queued behind busy workers.
+/// One kept-alive FastCGI connection per PHP worker, never one per request, over a Unix socket and over TCP:
+/// with more clients than workers, the extra requests wait in rein rather than on fresh connections queued
+/// behind busy workers.
 #[test]
 fn a_php_app_dials_one_connection_per_worker_under_load() {
-    let rein = Rein::start();
-    let addr = serve_php(&rein, php_app(json!({})));
-    wait_for("PHP to answer", || get(addr, "/hello.php").status == 200);
-    let load = Load::start(addr, &["/hello.php"; 8]);
-    load.wait_more(400);
-    let (ok, failures) = load.finish();
-    assert_no_failures(&ok, &failures);
-    let (_, status) = rein.api("GET", "/status/applications/php", None);
-    let instance = &status["instances"][0];
-    let opened = instance["connections_opened"].as_u64().unwrap();
-    assert!(
-        (1..=2).contains(&opened),
-        "2 workers, {} requests: {opened} connections dialled ({status})",
-        instance["requests"]
-    );
-    assert!(
-        instance["idle_connections"].as_u64().unwrap() <= 2,
-        "{status}"
-    );
+    for socket in ["unix", "tcp"] {
+        let rein = Rein::start();
+        let addr = serve_php(&rein, php_app(json!({"socket": socket})));
+        wait_for("PHP to answer", || get(addr, "/hello.php").status == 200);
+        let load = Load::start(addr, &["/hello.php"; 8]);
+        load.wait_more(400);
+        let (ok, failures) = load.finish();
+        assert_no_failures(&ok, &failures);
+        let (_, status) = rein.api("GET", "/status/applications/php", None);
+        let instance = &status["instances"][0];
+        let opened = instance["connections_opened"].as_u64().unwrap();
+        assert!(
+            (1..=2).contains(&opened),
+            "{socket}: 2 workers, {} requests: {opened} connections dialled ({status})",
+            instance["requests"]
+        );
+        assert!(
+            instance["idle_connections"].as_u64().unwrap() <= 2,
+            "{socket}: {status}"
+        );
+    }
 }
 
 /// `options.file` is the php.ini PHP-FPM loads (in place of the system's).
