@@ -49,7 +49,15 @@ pub struct AppView {
     servers: HashMap<InstanceId, Arc<ServerState>>,
     started: HashMap<InstanceId, Instant>,
     /// Requests answered and failed while the last reload ran.
-    reload_counts: Option<(u64, u64)>,
+    reload_counts: Option<ReloadCounts>,
+}
+
+/// The requests one reload saw: answered by the app, and failed by rein (502/503/504).
+#[derive(Debug, Clone, Copy)]
+struct ReloadCounts {
+    generation: u64,
+    served: u64,
+    failed: u64,
 }
 
 struct App {
@@ -300,6 +308,13 @@ fn view_json(view: &AppView) -> Value {
             })
         })
         .collect();
+    // The counts of that very reload only (both are taken as it ends).
+    let counts = view.reload_counts.filter(|c| {
+        status
+            .last_reload
+            .as_ref()
+            .is_some_and(|r| r.generation == c.generation)
+    });
     json!({
         "generation": status.generation,
         "state": if status.errored.is_some() { "errored" } else if status.reloading { "reloading" } else { "running" },
@@ -308,8 +323,8 @@ fn view_json(view: &AppView) -> Value {
         "replacements": status.replacements,
         "last_reload": status.last_reload.as_ref().map(|r| json!({
             "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
-            "requests_served": view.reload_counts.map(|c| c.0),
-            "requests_failed": view.reload_counts.map(|c| c.1),
+            "requests_served": counts.map(|c| c.served),
+            "requests_failed": counts.map(|c| c.failed),
         })),
     })
 }

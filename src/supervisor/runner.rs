@@ -22,7 +22,7 @@ use super::machine::{
 use super::php::{self, Launch};
 use super::spawn::{self, AppSocket, Output, SpawnSpec};
 use super::watch;
-use super::{AppView, Paths};
+use super::{AppView, Paths, ReloadCounts};
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::{Member, ServerState, Upstream};
 
@@ -69,6 +69,8 @@ pub struct Runner {
     view: Arc<Mutex<AppView>>,
     /// The upstream's outcome counts when the running reload started.
     reload_base: Option<(u64, u64)>,
+    /// What the last reload to end served and failed.
+    reload_counts: Option<ReloadCounts>,
     /// Instances wanted now, between `spare` and `max` when the app scales.
     target: usize,
     /// When the app last scaled (one step per `idle_timeout` down).
@@ -116,6 +118,7 @@ impl Runner {
             waiting: Vec::new(),
             view,
             reload_base: None,
+            reload_counts: None,
             target,
             scaled_at: Instant::now(),
             watcher: None,
@@ -540,6 +543,15 @@ impl Runner {
     }
 
     fn reload_done(&mut self, report: ReloadReport) {
+        // Counted here, at the reload's own end, not when the machine is next seen idle: a queued reload begins
+        // in the same step as this one ends, and its counts would otherwise be folded into the next one's.
+        let outcomes = self.upstream.outcomes();
+        let base = self.reload_base.take().unwrap_or(outcomes);
+        self.reload_counts = Some(ReloadCounts {
+            generation: report.generation,
+            served: outcomes.0 - base.0,
+            failed: outcomes.1 - base.1,
+        });
         if report.ok {
             tracing::info!(app = %self.name, generation = report.generation, took_ms = report.took.as_millis() as u64, "reload done");
         } else {
@@ -574,22 +586,11 @@ impl Runner {
             .iter()
             .map(|(id, i)| (*id, i.server.clone()))
             .collect();
-        let outcomes = self.upstream.outcomes();
-        let reload_counts = match (status.reloading, self.reload_base) {
-            (true, None) => {
-                self.reload_base = Some(outcomes);
-                None
-            }
-            (false, Some(base)) => {
-                self.reload_base = None;
-                Some((outcomes.0 - base.0, outcomes.1 - base.1))
-            }
-            _ => None,
-        };
-        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        if reload_counts.is_some() {
-            view.reload_counts = reload_counts;
+        if status.reloading && self.reload_base.is_none() {
+            self.reload_base = Some(self.upstream.outcomes());
         }
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        view.reload_counts = self.reload_counts;
         view.status = Some(status);
         view.servers = servers;
         view.started = self
