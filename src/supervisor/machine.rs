@@ -30,8 +30,11 @@
 //! `max(min_restart_interval − time since the crashed instance's spawn,
 //! backoff)`, backoff being 0 after a stable run, then 1 s, 2 s, 4 s, … capped
 //! at `backoff_max`. After `max_failures` consecutive failures the app is
-//! Errored: pending respawns are dropped and no more are made (instances still
-//! up keep serving). Reload or Resize clears it.
+//! Errored (its reason names the latest failure): it is still respawned, but
+//! never sooner than `backoff_max` after a failure, so a cause outside the app
+//! (a missing mount, a database down) heals by itself. An instance becoming
+//! Ready clears Errored (not the count: one more early crash errs again);
+//! Reload or Resize clears both.
 //!
 //! `ArmRespawn` means "(re)arm THE respawn timer": a later one replaces an
 //! earlier one. The machine always re-arms for its earliest pending respawn,
@@ -168,6 +171,8 @@ pub enum Event {
         id: InstanceId,
         code: Option<i32>,
         signal: Option<i32>,
+        /// The last lines it wrote to stderr (may be empty): named in the failure's reason.
+        stderr: String,
     },
     Drained {
         id: InstanceId,
@@ -374,17 +379,22 @@ impl Machine {
             Event::SpawnFailed { id, error } => {
                 // A process that is running cannot fail to spawn: stale.
                 if self.instances.get(&id).is_some_and(|i| i.pid.is_none()) {
-                    self.on_gone(id, format!("spawn failed: {error}"), now);
+                    self.on_gone(id, format!("spawn failed: {error}"), "", now);
                 }
             }
             Event::Ready { id } => self.on_ready(id, now),
-            Event::Exited { id, code, signal } => {
+            Event::Exited {
+                id,
+                code,
+                signal,
+                stderr,
+            } => {
                 let why = match (code, signal) {
                     (_, Some(s)) => format!("killed by signal {s}"),
                     (Some(c), None) => format!("exited with code {c}"),
                     (None, None) => "exited".to_string(),
                 };
-                self.on_gone(id, why, now);
+                self.on_gone(id, why, &stderr, now);
             }
             Event::Drained { id } => {
                 if self.state_of(id) == Some(InstanceState::Draining) {
@@ -480,6 +490,8 @@ impl Machine {
         }
         inst.state = InstanceState::Ready;
         self.out.push(Effect::Admit { id });
+        // A retry of an errored app worked. The failure count stays until a stable run resets it.
+        self.errored = None;
         if candidate {
             // Admitted first, then one old instance retired: capacity never dips.
             self.reload
@@ -505,19 +517,26 @@ impl Machine {
         }
     }
 
-    /// The process is gone (exited or never started).
-    fn on_gone(&mut self, id: InstanceId, why: String, now: Instant) {
+    /// The process is gone (exited or never started); `stderr` is what it last said there, if anything.
+    fn on_gone(&mut self, id: InstanceId, why: String, stderr: &str, now: Instant) {
         let Some(inst) = self.instances.remove(&id) else {
             return;
         };
+        // What it said is the most useful part of the reason (a traceback's last line, "cannot run …").
+        let said = |reason: String| match stderr {
+            "" => reason,
+            _ => format!("{reason}; its stderr ended: {stderr}"),
+        };
         match inst.state {
             InstanceState::Starting if self.is_candidate(id) => {
-                self.abandon_reload(format!("new instance {id} {why} before ready"), now);
+                self.abandon_reload(said(format!("new instance {id} {why} before ready")), now);
             }
             InstanceState::Starting if self.is_replacement(id) => {
-                self.replace_failed(format!("{why} before ready"), now);
+                self.replace_failed(said(format!("{why} before ready")), now);
             }
-            InstanceState::Starting => self.on_failure(&inst, format!("{why} before ready"), now),
+            InstanceState::Starting => {
+                self.on_failure(&inst, said(format!("{why} before ready")), now)
+            }
             InstanceState::Ready => {
                 self.out.push(Effect::Withdraw { id });
                 if let Some(r) = self.replacement.filter(|r| r.old == id) {
@@ -533,7 +552,7 @@ impl Machine {
                         )),
                     });
                 }
-                self.on_failure(&inst, why, now);
+                self.on_failure(&inst, said(why), now);
             }
             // Being retired: the exit is what we asked for.
             InstanceState::Draining | InstanceState::Stopping | InstanceState::Stopped => {}
@@ -770,11 +789,8 @@ impl Machine {
             assert!(self.instances.values().all(|i| !i.live()));
             return;
         }
-        if self.errored.is_some() {
-            assert!(self.respawns.is_empty());
-        }
         assert!(self.counted() <= self.policy.processes, "over capacity");
-        if self.reload.is_none() && self.errored.is_none() {
+        if self.reload.is_none() {
             assert_eq!(self.counted(), self.policy.processes, "slots lost");
         }
     }

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::conf::{AppConf, AppKind, Scale};
+use super::logs::Tail;
 use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
 };
@@ -38,6 +39,10 @@ pub enum Command {
 
 /// How often memory limits and scaling are looked at.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How long an exited instance's stderr is awaited, and how many of its last lines name its failure.
+const STDERR_WAIT: Duration = Duration::from_millis(100);
+const STDERR_LINES: usize = 5;
 
 /// How often readiness probes and drain watchers look.
 const POLL: Duration = Duration::from_millis(25);
@@ -219,7 +224,7 @@ impl Runner {
                     }
                 }
                 Effect::Errored { reason } => {
-                    tracing::error!(app = %self.name, reason, "application errored: not restarting it until a reload");
+                    tracing::error!(app = %self.name, reason, "application errored: retrying it every restart.backoff_max");
                 }
             }
         }
@@ -254,7 +259,7 @@ impl Runner {
         let pid = spawned.child.id().ok_or("the process exited at once")?;
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
         let cancel = CancellationToken::new();
-        self.watch_exit(id, spawned.child);
+        self.watch_exit(id, spawned.child, spawned.stderr, spawned.stderr_tail);
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match self.conf.is_fastcgi() {
             true => ServerState::own_fastcgi(server_addr(&addr)),
@@ -324,8 +329,15 @@ impl Runner {
         })
     }
 
-    /// Reports the exit the moment it happens (tokio's child reaper), never by polling.
-    fn watch_exit(&self, id: InstanceId, mut child: tokio::process::Child) {
+    /// Reports the exit the moment it happens (tokio's child reaper), never by polling, with the last lines
+    /// of its stderr.
+    fn watch_exit(
+        &self,
+        id: InstanceId,
+        mut child: tokio::process::Child,
+        stderr_pump: JoinHandle<std::io::Result<u64>>,
+        stderr_tail: Arc<Mutex<Tail>>,
+    ) {
         let events = self.events.clone();
         let leader = child.id();
         tokio::spawn(async move {
@@ -335,6 +347,14 @@ impl Runner {
             if let Some(pid) = leader {
                 let _ = spawn::signal_group(pid, Signal::SIGKILL);
             }
+            // Its last words may still be in the pipe: the pump ends as soon as the group is gone, within a
+            // millisecond or so; bounded (an escaped grandchild may hold the pipe) so that a crash still
+            // leaves the pool at once.
+            let _ = tokio::time::timeout(STDERR_WAIT, stderr_pump).await;
+            let stderr = stderr_tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .last_lines(STDERR_LINES);
             let (code, signal) = match status {
                 Ok(s) => {
                     use std::os::unix::process::ExitStatusExt;
@@ -342,7 +362,12 @@ impl Runner {
                 }
                 Err(_) => (None, None),
             };
-            let _ = events.send(Event::Exited { id, code, signal });
+            let _ = events.send(Event::Exited {
+                id,
+                code,
+                signal,
+                stderr,
+            });
         });
     }
 

@@ -175,6 +175,8 @@ pub struct Spawned {
     /// process and any grandchildren — has exited or closed it.
     pub stdout: JoinHandle<io::Result<u64>>,
     pub stderr: JoinHandle<io::Result<u64>>,
+    /// The last lines the process wrote to its stderr (empty when it is discarded).
+    pub stderr_tail: Arc<Mutex<logs::Tail>>,
 }
 
 /// Resolved credentials for the child (resolved in the parent: lookups are not async-signal-safe).
@@ -257,12 +259,19 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     let mut child = spawner()
         .spawn(cmd)
         .map_err(|e| io::Error::new(e.kind(), format!("app {:?}: cannot start: {e}", spec.name)))?;
-    let stdout = pump(child.stdout.take(), out_log, &spec.name);
-    let stderr = pump(child.stderr.take(), err_log, &spec.name);
+    let stderr_tail = Arc::new(Mutex::new(logs::Tail::default()));
+    let stdout = pump(child.stdout.take(), out_log, &spec.name, None);
+    let stderr = pump(
+        child.stderr.take(),
+        err_log,
+        &spec.name,
+        Some(stderr_tail.clone()),
+    );
     Ok(Spawned {
         child,
         stdout,
         stderr,
+        stderr_tail,
     })
 }
 
@@ -272,12 +281,13 @@ fn pump<R>(
     pipe: Option<R>,
     log: Option<Arc<Mutex<LogFile>>>,
     name: &str,
+    tail: Option<Arc<Mutex<logs::Tail>>>,
 ) -> JoinHandle<io::Result<u64>>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
     match (pipe, log) {
-        (Some(pipe), Some(log)) => tokio::spawn(logs::pump(pipe, log, name.to_owned())),
+        (Some(pipe), Some(log)) => tokio::spawn(logs::pump(pipe, log, name.to_owned(), tail)),
         _ => tokio::spawn(std::future::ready(Ok(0))),
     }
 }

@@ -82,8 +82,8 @@ fn crash_until_errored(rig: &mut Rig, crashes: u64) {
             assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id + 1, 1)]);
         } else {
             assert!(
-                matches!(fx.as_slice(), [Withdraw { .. }, Errored { .. }]),
-                "{fx:?}"
+                matches!(fx.as_slice(), [Withdraw { .. }, Errored { .. }, ArmRespawn { after }] if *after == secs(8)),
+                "errored, and retried at backoff_max: {fx:?}"
             );
         }
     }
@@ -104,18 +104,61 @@ fn errored_after_max_failures_then_reload_clears_it() {
             .contains("3 consecutive failures")
     );
     assert!(st.instances.is_empty());
-    rig.wait(secs(100));
-    assert!(
-        rig.send(Event::RespawnDue).is_empty(),
-        "no respawn while errored"
-    );
-    // Reload clears it and starts the new generation straight away.
+    // Reload clears it and starts the new generation straight away (the pending retry's slot).
     assert_eq!(rig.send(Event::Reload), spawn_fx(4, 2).to_vec());
     assert!(rig.status().errored.is_none());
     let fx = rig.up(4);
     assert_eq!(fx[0], Admit { id: 4 });
     let done = reload_done(&fx);
     assert!(done.len() == 1 && done[0].ok && done[0].generation == 2);
+}
+
+#[test]
+fn an_errored_app_is_retried_at_backoff_max_until_an_instance_is_ready() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 3,
+        ..policy(1)
+    });
+    crash_until_errored(&mut rig, 3);
+    // Each retry that fails keeps it errored, names the latest failure, and waits backoff_max (8 s) again.
+    let mut id = 4;
+    for why in ["spawn", "exit"] {
+        rig.wait(secs(7));
+        assert!(
+            spawns(&rig.send(Event::RespawnDue)).is_empty(),
+            "not before 8 s"
+        );
+        rig.wait(secs(1));
+        assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id, 1)]);
+        let fx = if why == "spawn" {
+            rig.send(Event::SpawnFailed {
+                id,
+                error: "No such file or directory".into(),
+            })
+        } else {
+            rig.start(id);
+            rig.wait(ms(100));
+            rig.exit(id)
+        };
+        assert_eq!(respawn_after(&fx), Some(secs(8)), "{why}: {fx:?}");
+        assert!(
+            !fx.iter().any(|e| matches!(e, Errored { .. })),
+            "reported once"
+        );
+        let errored = rig.status().errored.unwrap();
+        let last = if why == "spawn" {
+            "spawn failed: No such file"
+        } else {
+            "exited with code"
+        };
+        assert!(errored.contains(last), "{errored}");
+        id += 1;
+    }
+    // The cause went away: the next retry becomes ready and the app is no longer errored.
+    rig.wait(secs(8));
+    assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id, 1)]);
+    assert_eq!(rig.up(id)[0], Admit { id });
+    assert!(rig.status().errored.is_none());
 }
 
 #[test]

@@ -16,7 +16,8 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
         app(
             &script.display().to_string(),
             &[],
-            json!({"restart": {"min_interval": 0.2, "backoff_max": 1, "max_failures": 1000, "stable_after": 0.5}}),
+            // The default max_failures (5): the app errs, and is still retried every backoff_max.
+            json!({"restart": {"min_interval": 0.2, "backoff_max": 1, "stable_after": 0.5}}),
         ),
     );
     let pid = *wait_ready(&rein, "kept", 1).first().unwrap();
@@ -45,16 +46,37 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
         "the configuration is kept"
     );
     let addr = again.bound("127.0.0.1:0");
-    wait_for("the app reported failing and retried", || {
-        instances(&again, "kept")
-            .iter()
-            .any(|i| i["restarts"].as_u64().unwrap_or(0) >= 1)
+    let mut st = Value::Null;
+    wait_for("the app reported errored", || {
+        st = status(&again, "kept");
+        st["state"] == "errored"
     });
+    let reason = st["errored"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("5 consecutive failures") && reason.contains("No such file or directory"),
+        "the last failure's reason: {st}"
+    );
     assert!(ready_pids(&again, "kept").is_empty());
+    // Errored is not the end: the retries go on, at backoff_max.
+    let restarts = |st: &Value| {
+        st["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["restarts"].as_u64().unwrap_or(0))
+            .max()
+    };
+    let before = restarts(&st);
+    wait_for("another retry while errored", || {
+        let now = status(&again, "kept");
+        now["state"] == "errored" && restarts(&now) > before
+    });
     // Once the executable is back, the retries bring it up without any change of configuration.
     write_app_script(&script);
     let pid = *wait_ready(&again, "kept", 1).first().unwrap();
     assert_eq!(get(addr, "/").text(), format!("python:persisted:{pid}"));
+    let st = status(&again, "kept");
+    assert_eq!(st["state"], "running", "{st}");
 }
 
 /// Clients each sending `path` back to back on their own keep-alive connection, until finished.

@@ -48,6 +48,9 @@ fn rolling_reloads_and_kills_under_load_fail_no_request() {
         eprintln!("round {round}: kill -9 {target} {victim}");
         kill9(victim);
         load.wait_more(20);
+        // Back to full strength before the next reload, so that each reload has an instance serving while it
+        // runs (its requests_served, checked below, would be 0 behind a dead single instance).
+        wait_ready(&rein, target, if target == "web" { 2 } else { 1 });
     }
     wait_ready(&rein, "web", 2);
     wait_ready(&rein, "py", 1);
