@@ -141,9 +141,11 @@ impl Supervisor {
                 if self.apps().get(name).is_some_and(|app| app.conf == *conf) {
                     return Ok(());
                 }
-                let adapter = self.python_adapter();
-                tokio::task::block_in_place(|| python::check(py, &adapter, dir, &conf.environment))
-                    .map_err(|e| ("module", e))
+                // Started as an instance would be (environment, user, group), on a socket it never uses.
+                let paths = self.paths(name);
+                let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
+                let spec = runner::spec(name, conf, &paths, socket).map_err(|e| ("type", e))?;
+                tokio::task::block_in_place(|| python::check(&spec)).map_err(|e| ("module", e))
             }
         }
     }
@@ -183,15 +185,19 @@ impl Supervisor {
             .collect()
     }
 
-    fn start(&self, name: &str, conf: &AppConf) -> App {
-        let sockets = self.dir.join("run").join(name);
-        let _ = std::fs::create_dir_all(&sockets);
-        let paths = Paths {
-            sockets,
+    /// Where application `name` keeps its sockets and log.
+    fn paths(&self, name: &str) -> Paths {
+        Paths {
+            sockets: self.dir.join("run").join(name),
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
-        };
+        }
+    }
+
+    fn start(&self, name: &str, conf: &AppConf) -> App {
+        let paths = self.paths(name);
+        let _ = std::fs::create_dir_all(&paths.sockets);
         let upstream = Upstream::dynamic(&format!("applications/{name}"), upstream_conf(conf));
         let view = Arc::new(Mutex::new(AppView::default()));
         let commands = Runner::start(

@@ -282,51 +282,7 @@ impl Runner {
     }
 
     fn spec(&self, socket: AppSocket) -> Result<SpawnSpec, String> {
-        let c = &self.conf;
-        let Launch {
-            program: executable,
-            arguments,
-            environment,
-        } = match &c.kind {
-            AppKind::External => Launch {
-                program: c.executable.clone(),
-                arguments: c.arguments.clone(),
-                environment: c.environment.clone(),
-            },
-            AppKind::Php(php) => php::launch(&self.name, c, php, &socket, &self.paths.sockets)
-                .map_err(|e| format!("cannot prepare PHP-FPM: {e}"))?,
-            AppKind::Python(py) => Launch {
-                program: c.executable.clone(),
-                arguments: py.arguments(&self.paths.python_adapter),
-                environment: c.environment.clone(),
-            },
-        };
-        // Unit's `stdout` / `stderr` when set, else the app's log.
-        let output = |o: &Option<Output>| {
-            o.clone()
-                .unwrap_or_else(|| Output::Log(self.paths.log.clone()))
-        };
-        Ok(SpawnSpec {
-            node: is_node(&executable)
-                .then(|| self.paths.node.clone())
-                .flatten(),
-            executable,
-            arguments,
-            working_directory: c.working_directory.clone(),
-            environment,
-            user: c.user.clone(),
-            group: c.group.clone(),
-            socket,
-            stdout: output(&c.stdout),
-            stderr: output(&c.stderr),
-            log_rotation: Default::default(),
-            name: self.name.clone(),
-            // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
-            death_signal: match c.kind {
-                AppKind::Php(_) => Signal::SIGTERM,
-                _ => Signal::SIGKILL,
-            },
-        })
+        spec(&self.name, &self.conf, &self.paths, socket)
     }
 
     /// Reports the exit the moment it happens (tokio's child reaper), never by polling, with the last lines
@@ -624,6 +580,54 @@ impl Runner {
             .map(|(id, i)| (*id, i.started))
             .collect();
     }
+}
+
+/// How an instance of application `name` starts: its program, arguments, environment, user and output.
+pub(super) fn spec(
+    name: &str,
+    c: &AppConf,
+    paths: &Paths,
+    socket: AppSocket,
+) -> Result<SpawnSpec, String> {
+    let Launch {
+        program: executable,
+        arguments,
+        environment,
+    } = match &c.kind {
+        AppKind::External => Launch {
+            program: c.executable.clone(),
+            arguments: c.arguments.clone(),
+            environment: c.environment.clone(),
+        },
+        AppKind::Php(php) => php::launch(name, c, php, &socket, &paths.sockets)
+            .map_err(|e| format!("cannot prepare PHP-FPM: {e}"))?,
+        AppKind::Python(py) => Launch {
+            program: c.executable.clone(),
+            arguments: py.arguments(&paths.python_adapter),
+            environment: c.environment.clone(),
+        },
+    };
+    // Unit's `stdout` / `stderr` when set, else the app's log.
+    let output = |o: &Option<Output>| o.clone().unwrap_or_else(|| Output::Log(paths.log.clone()));
+    Ok(SpawnSpec {
+        node: is_node(&executable).then(|| paths.node.clone()).flatten(),
+        executable,
+        arguments,
+        working_directory: c.working_directory.clone(),
+        environment,
+        user: c.user.clone(),
+        group: c.group.clone(),
+        socket,
+        stdout: output(&c.stdout),
+        stderr: output(&c.stderr),
+        log_rotation: Default::default(),
+        name: name.to_owned(),
+        // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
+        death_signal: match c.kind {
+            AppKind::Php(_) => Signal::SIGTERM,
+            _ => Signal::SIGKILL,
+        },
+    })
 }
 
 pub(super) fn server_addr(addr: &AppSocket) -> ServerAddr {

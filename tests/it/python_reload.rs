@@ -57,3 +57,36 @@ fn a_reload_onto_a_syntax_error_is_abandoned_with_the_python_error() {
         "the old instance still serves"
     );
 }
+
+#[test]
+fn the_import_check_sees_only_the_apps_environment_as_its_instances_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = dir.path().join("code");
+    std::fs::create_dir_all(&code).unwrap();
+    // Reads a variable at import time: set in rein's own environment, which instances do not inherit.
+    std::fs::write(
+        code.join("needs_env.py"),
+        format!("import os\nTOKEN = os.environ['REIN_TEST_TOKEN']\n{HELLO}"),
+    )
+    .unwrap();
+    let rein = Rein::start_in_env(
+        dir,
+        &["--config", "EMPTY"],
+        &[("REIN_TEST_TOKEN", "from-rein")],
+    );
+    rein.wait_ready();
+    let put = |app: Value| {
+        let apps = json!({ "py": app });
+        rein.api("PUT", "/config/applications", Some(&apps.to_string()))
+    };
+    let (status, body) = put(app(&code, "needs_env", json!({})));
+    assert_eq!(status, 400, "an instance could not import it: {body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("applications/py/module") && detail.contains("KeyError: 'REIN_TEST_TOKEN'"),
+        "{body}"
+    );
+    let env = json!({"environment": {"REIN_TEST_TOKEN": "from-app"}});
+    let (status, body) = put(app(&code, "needs_env", env));
+    assert_eq!(status, 200, "given in the app's environment: {body}");
+}
