@@ -286,6 +286,10 @@ fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     if let Some(t) = conf.request_timeout {
         u.timeouts.read = t;
     }
+    // A request the app took longer than `limits.timeout` over is a 504 there and then: not sent again to
+    // another instance (where it would run twice), nor kept waiting for one. Retries of requests caught on a
+    // dying instance, sooner, still go on.
+    u.retries.timeout = u.retries.timeout.min(u.timeouts.read);
     u
 }
 

@@ -230,6 +230,28 @@ fn an_instance_that_served_its_request_limit_is_replaced() {
 }
 
 #[test]
+fn an_answer_slower_than_limits_timeout_is_a_504_and_the_instance_serves_on() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "slow",
+        node_app("slow.js", &[], json!({"limits": {"timeout": 0.5}})),
+    );
+    let pid = *wait_ready(&rein, "slow", 1).first().unwrap();
+    let started = Instant::now();
+    let r = get(addr, "/?ms=3000");
+    let waited = started.elapsed();
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(
+        waited < Duration::from_millis(2500),
+        "answered at the timeout, not after the app: {waited:?}"
+    );
+    let r = get(addr, "/?ms=10");
+    assert_eq!(r.status, 200, "a fast answer still comes");
+    assert_eq!(r.text(), format!("slow:{pid}\n"), "from the same instance");
+}
+
+#[test]
 fn a_change_to_a_watched_file_is_a_rolling_reload() {
     let rein = Rein::start();
     let watched = rein.dir.path().join("src");
