@@ -19,9 +19,10 @@
 //!   a Starting one (serving nothing) is stopped at once. Stop arms
 //!   `StopTimeout`, which escalates to Kill once. A retiring instance's exit
 //!   is expected: no failure, no respawn.
-//! * Exited instances are removed from the table (memory stays bounded), so
-//!   `InstanceState::Stopped` is never reported; `is_idle` tells the driver a
-//!   shutdown is complete.
+//! * Exited instances are removed from the table; the last [`EXITED_KEPT`]
+//!   are remembered apart ([`AppStatus::exited`]) as `Stopped` (an exit rein
+//!   asked for) or `Errored` (a crash, a failed spawn, a ready timeout), with
+//!   why and when. `is_idle` tells the driver a shutdown is complete.
 //!
 //! # Failures and respawn
 //! A crash before `stable_after`, a spawn failure or a ready timeout is a
@@ -150,8 +151,26 @@ pub enum InstanceState {
     Ready,
     Draining,
     Stopping,
-    #[allow(dead_code)] // exited instances leave the table instead of being reported as stopped
+    /// Exited as asked (retired): only in [`AppStatus::exited`].
     Stopped,
+    /// Exited unasked, never started, or stopped for not being ready in time: only in [`AppStatus::exited`].
+    Errored,
+}
+
+/// Exited instances remembered for the status, newest last.
+pub const EXITED_KEPT: usize = 5;
+
+/// An instance that has exited, as the status shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitedStatus {
+    pub id: InstanceId,
+    pub pid: Option<u32>,
+    pub generation: u64,
+    /// `Stopped` or `Errored`.
+    pub state: InstanceState,
+    /// Its exit status (or spawn error), and its failure when it failed.
+    pub reason: String,
+    pub at: Instant,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -262,6 +281,8 @@ pub struct AppStatus {
     pub reloading: bool,
     /// Single-instance replacements completed (memory or request limit).
     pub replacements: u64,
+    /// The last instances to exit, oldest first.
+    pub exited: Vec<ExitedStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -289,6 +310,8 @@ struct Instance {
     /// A parallel reload's candidate that passed readiness: Starting, held
     /// back (not admitted) until the whole new generation is ready.
     held: bool,
+    /// Why it was stopped when that was for a failure (not ready in time).
+    failed: Option<String>,
 }
 
 impl Instance {
@@ -341,6 +364,7 @@ pub struct Machine {
     replace_failures: u32,
     replace_not_before: Option<Instant>,
     replacements: u64,
+    exited: std::collections::VecDeque<ExitedStatus>,
     shut_down: bool,
     /// Effects of the event being handled; drained by `take`.
     out: Vec<Effect>,
@@ -365,6 +389,7 @@ impl Machine {
             replace_failures: 0,
             replace_not_before: None,
             replacements: 0,
+            exited: Default::default(),
             shut_down: false,
             out: Vec::new(),
         };
@@ -445,6 +470,7 @@ impl Machine {
             last_reload: self.last_reload.clone(),
             reloading: self.reload.is_some(),
             replacements: self.replacements,
+            exited: self.exited.iter().cloned().collect(),
         }
     }
 
@@ -527,6 +553,7 @@ impl Machine {
             "" => reason,
             _ => format!("{reason}; its stderr ended: {stderr}"),
         };
+        self.remember_exit(id, &inst, said(why.clone()), now);
         match inst.state {
             InstanceState::Starting if self.is_candidate(id) => {
                 self.abandon_reload(said(format!("new instance {id} {why} before ready")), now);
@@ -555,8 +582,30 @@ impl Machine {
                 self.on_failure(&inst, said(why), now);
             }
             // Being retired: the exit is what we asked for.
-            InstanceState::Draining | InstanceState::Stopping | InstanceState::Stopped => {}
+            _ => {}
         }
+    }
+
+    /// Keeps the last [`EXITED_KEPT`] exits for the status: `Errored` unless rein retired it for no fault.
+    fn remember_exit(&mut self, id: InstanceId, inst: &Instance, why: String, now: Instant) {
+        let (state, reason) = match (inst.state, &inst.failed) {
+            (InstanceState::Draining | InstanceState::Stopping, None) => {
+                (InstanceState::Stopped, why)
+            }
+            (_, Some(failure)) => (InstanceState::Errored, format!("{failure}, then {why}")),
+            _ => (InstanceState::Errored, why),
+        };
+        if self.exited.len() == EXITED_KEPT {
+            self.exited.pop_front();
+        }
+        self.exited.push_back(ExitedStatus {
+            id,
+            pid: inst.pid,
+            generation: inst.generation,
+            state,
+            reason,
+            at: now,
+        });
     }
 
     fn on_timer(&mut self, id: InstanceId, kind: TimerKind, now: Instant) {
@@ -568,6 +617,9 @@ impl Machine {
             (TimerKind::ReadyTimeout, InstanceState::Starting) if inst.held => {}
             (TimerKind::ReadyTimeout, InstanceState::Starting) => {
                 let inst = inst.clone();
+                if let Some(i) = self.instances.get_mut(&id) {
+                    i.failed = Some("not ready in time".to_string());
+                }
                 if self.is_candidate(id) {
                     self.abandon_reload(format!("new instance {id} not ready in time"), now);
                 } else if self.is_replacement(id) {
@@ -685,6 +737,7 @@ impl Machine {
                 restarts,
                 killed: false,
                 held: false,
+                failed: None,
             },
         );
         self.out.push(Effect::Spawn { id, generation });

@@ -330,6 +330,10 @@ fn view_json(view: &AppView) -> Value {
         "state": if status.errored.is_some() { "errored" } else if status.reloading { "reloading" } else { "running" },
         "errored": status.errored,
         "instances": instances,
+        "exited": status.exited.iter().map(|e| json!({
+            "id": e.id, "pid": e.pid, "state": state_name(e.state), "generation": e.generation,
+            "reason": e.reason, "seconds_ago": now.duration_since(e.at).as_secs_f64(),
+        })).collect::<Vec<Value>>(),
         "replacements": status.replacements,
         "last_reload": status.last_reload.as_ref().map(|r| json!({
             "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
@@ -346,6 +350,7 @@ fn state_name(state: InstanceState) -> &'static str {
         InstanceState::Draining => "draining",
         InstanceState::Stopping => "stopping",
         InstanceState::Stopped => "stopped",
+        InstanceState::Errored => "errored",
     }
 }
 

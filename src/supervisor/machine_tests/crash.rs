@@ -179,3 +179,57 @@ fn resize_clears_errored() {
     rig.wait(ms(100));
     assert_eq!(respawn_after(&rig.exit(3)), Some(secs(1)));
 }
+
+#[test]
+fn the_last_exits_are_kept_as_stopped_or_errored_with_why() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 100,
+        ..policy(1)
+    });
+    // Not ready in time: stopped by rein, but for a failure.
+    rig.start(1);
+    rig.wait(secs(5));
+    rig.timer(1, TimerKind::ReadyTimeout);
+    rig.send(Event::Exited {
+        id: 1,
+        code: None,
+        signal: Some(15),
+        stderr: "still loading".into(),
+    });
+    let e = &rig.status().exited[0];
+    assert_eq!(
+        (e.id, e.pid, e.state),
+        (1, Some(1001), InstanceState::Errored)
+    );
+    assert_eq!(
+        e.reason,
+        "not ready in time, then killed by signal 15; its stderr ended: still loading"
+    );
+    // Crashes, one after another: only the last EXITED_KEPT are kept, oldest first.
+    let mut id = 2;
+    for _ in 0..EXITED_KEPT {
+        rig.wait(secs(8));
+        rig.send(Event::RespawnDue);
+        rig.up(id);
+        rig.exit(id);
+        id += 1;
+    }
+    let ids: Vec<InstanceId> = rig.status().exited.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (2..id).collect::<Vec<_>>());
+    // Retired (a reload): stopped.
+    rig.wait(secs(8));
+    rig.send(Event::RespawnDue);
+    rig.up(id);
+    rig.send(Event::Reload);
+    rig.up(id + 1);
+    rig.send(Event::Drained { id });
+    rig.send(Event::Exited {
+        id,
+        code: Some(0),
+        signal: None,
+        stderr: String::new(),
+    });
+    let last = rig.status().exited.last().cloned().unwrap();
+    assert_eq!((last.id, last.state), (id, InstanceState::Stopped));
+    assert_eq!(last.reason, "exited with code 0");
+}

@@ -33,6 +33,36 @@ fn a_killed_instance_is_replaced() {
         "{st:?}"
     );
     wait_for("the killed process reaped", || !exists(victim));
+    // The killed instance is still listed, apart, as errored with its exit.
+    let exited = status(&rein, "py")["exited"].clone();
+    let killed: Vec<&Value> = exited
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["pid"] == victim)
+        .collect();
+    assert_eq!(killed.len(), 1, "{exited}");
+    assert_eq!(killed[0]["state"], "errored", "{exited}");
+    assert!(
+        killed[0]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("killed by signal 9"),
+        "{exited}"
+    );
+    // Retired by a reload: stopped.
+    let (code, _) = restart(&rein, "py");
+    assert_eq!(code, 200);
+    for pid in [survivor, fresh] {
+        wait_for("the old instances listed as stopped", || {
+            status(&rein, "py")["exited"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["pid"] == pid && e["state"] == "stopped")
+        });
+    }
+    let now = wait_ready(&rein, "py", 2);
     let mut seen = BTreeSet::new();
     wait_for("both instances answer", || {
         seen.insert(who(&get(addr, "/")).1);
