@@ -196,8 +196,8 @@ impl Tail {
 
     /// Up to `n` last non-empty lines, joined by " | " (one line fits a status field and a log line).
     pub fn last_lines(&self, n: usize) -> String {
-        let text = String::from_utf8_lossy(self.bytes.as_slices().0).into_owned()
-            + &String::from_utf8_lossy(self.bytes.as_slices().1);
+        let bytes: Vec<u8> = self.bytes.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<&str> = text
             .lines()
             .map(str::trim_end)
