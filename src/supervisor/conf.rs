@@ -512,3 +512,7 @@ fn reload(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), ConfigEr
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "conf_tests.rs"]
+mod tests;

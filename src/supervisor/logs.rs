@@ -176,12 +176,45 @@ pub fn shared(path: &Path, rotation: Rotation) -> io::Result<Arc<Mutex<LogFile>>
     Ok(log)
 }
 
-/// Copies `src` (a child's stdout or stderr pipe) into `log` until end of file, one [`CHUNK`] at a time.
-/// Returns the bytes read. Write errors are reported once (until a write succeeds again) and the data dropped.
+/// The last bytes one process wrote to a stream, kept in memory apart from the shared log file (where other
+/// instances' lines mix in), so that a failure to start can say what the process said before it died.
+#[derive(Debug, Default)]
+pub struct Tail {
+    bytes: std::collections::VecDeque<u8>,
+}
+
+impl Tail {
+    /// Bytes kept: enough for the end of a Python traceback or a shell error.
+    const KEEP: usize = 2048;
+
+    pub fn push(&mut self, data: &[u8]) {
+        let data = &data[data.len().saturating_sub(Self::KEEP)..];
+        let over = (self.bytes.len() + data.len()).saturating_sub(Self::KEEP);
+        self.bytes.drain(..over);
+        self.bytes.extend(data);
+    }
+
+    /// Up to `n` last non-empty lines, joined by " | " (one line fits a status field and a log line).
+    pub fn last_lines(&self, n: usize) -> String {
+        let bytes: Vec<u8> = self.bytes.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .collect();
+        lines[lines.len().saturating_sub(n)..].join(" | ")
+    }
+}
+
+/// Copies `src` (a child's stdout or stderr pipe) into `log` until end of file, one [`CHUNK`] at a time, and
+/// its last bytes into `tail`. Returns the bytes read. Write errors are reported once (until a write succeeds
+/// again) and the data dropped.
 pub async fn pump<R: AsyncRead + Unpin>(
     mut src: R,
     log: Arc<Mutex<LogFile>>,
     app: String,
+    tail: Option<Arc<Mutex<Tail>>>,
 ) -> io::Result<u64> {
     let mut buf = vec![0u8; CHUNK];
     let mut total = 0u64;
@@ -192,6 +225,11 @@ pub async fn pump<R: AsyncRead + Unpin>(
             return Ok(total);
         }
         total += n as u64;
+        if let Some(tail) = &tail {
+            tail.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&buf[..n]);
+        }
         let log = log.clone();
         let (back, result) = tokio::task::spawn_blocking(move || {
             let result = log
@@ -350,6 +388,20 @@ mod tests {
         assert_eq!(got, "12345\n12345\n12345\n");
     }
 
+    #[test]
+    fn a_tail_keeps_the_last_lines_within_its_bound() {
+        let mut tail = Tail::default();
+        assert_eq!(tail.last_lines(3), "");
+        tail.push(b"one\ntwo\n\nthr");
+        tail.push(b"ee\n");
+        assert_eq!(tail.last_lines(2), "two | three");
+        assert_eq!(tail.last_lines(9), "one | two | three");
+        tail.push(&[b'x'; 5000]);
+        tail.push(b"\nlast");
+        assert_eq!(tail.bytes.len(), Tail::KEEP);
+        assert_eq!(tail.last_lines(1), "last");
+    }
+
     #[tokio::test]
     async fn pipe_pump_rotates_exactly() {
         let dir = tempfile::tempdir().unwrap();
@@ -362,7 +414,7 @@ mod tests {
         let same = shared(&path, rotation).unwrap();
         assert!(Arc::ptr_eq(&log, &same), "one writer per path");
         let (mut tx, rx) = tokio::io::duplex(1024);
-        let pump = tokio::spawn(pump(rx, log, "t".into()));
+        let pump = tokio::spawn(pump(rx, log, "t".into(), None));
         let line = "0123456789012345678901234567890123456789012345678901234567890123\n"; // 65 bytes
         for _ in 0..1000 {
             tokio::io::AsyncWriteExt::write_all(&mut tx, line.as_bytes())

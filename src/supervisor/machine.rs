@@ -19,9 +19,10 @@
 //!   a Starting one (serving nothing) is stopped at once. Stop arms
 //!   `StopTimeout`, which escalates to Kill once. A retiring instance's exit
 //!   is expected: no failure, no respawn.
-//! * Exited instances are removed from the table (memory stays bounded), so
-//!   `InstanceState::Stopped` is never reported; `is_idle` tells the driver a
-//!   shutdown is complete.
+//! * Exited instances are removed from the table; the last [`EXITED_KEPT`]
+//!   are remembered apart ([`AppStatus::exited`]) as `Stopped` (an exit rein
+//!   asked for) or `Errored` (a crash, a failed spawn, a ready timeout), with
+//!   why and when. `is_idle` tells the driver a shutdown is complete.
 //!
 //! # Failures and respawn
 //! A crash before `stable_after`, a spawn failure or a ready timeout is a
@@ -30,8 +31,11 @@
 //! `max(min_restart_interval − time since the crashed instance's spawn,
 //! backoff)`, backoff being 0 after a stable run, then 1 s, 2 s, 4 s, … capped
 //! at `backoff_max`. After `max_failures` consecutive failures the app is
-//! Errored: pending respawns are dropped and no more are made (instances still
-//! up keep serving). Reload or Resize clears it.
+//! Errored (its reason names the latest failure): it is still respawned, but
+//! never sooner than `backoff_max` after a failure, so a cause outside the app
+//! (a missing mount, a database down) heals by itself. An instance becoming
+//! Ready clears Errored (not the count: one more early crash errs again);
+//! Reload or Resize clears both.
 //!
 //! `ArmRespawn` means "(re)arm THE respawn timer": a later one replaces an
 //! earlier one. The machine always re-arms for its earliest pending respawn,
@@ -147,8 +151,26 @@ pub enum InstanceState {
     Ready,
     Draining,
     Stopping,
-    #[allow(dead_code)] // exited instances leave the table instead of being reported as stopped
+    /// Exited as asked (retired): only in [`AppStatus::exited`].
     Stopped,
+    /// Exited unasked, never started, or stopped for not being ready in time: only in [`AppStatus::exited`].
+    Errored,
+}
+
+/// Exited instances remembered for the status, newest last.
+pub const EXITED_KEPT: usize = 5;
+
+/// An instance that has exited, as the status shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitedStatus {
+    pub id: InstanceId,
+    pub pid: Option<u32>,
+    pub generation: u64,
+    /// `Stopped` or `Errored`.
+    pub state: InstanceState,
+    /// Its exit status (or spawn error), and its failure when it failed.
+    pub reason: String,
+    pub at: Instant,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -168,6 +190,8 @@ pub enum Event {
         id: InstanceId,
         code: Option<i32>,
         signal: Option<i32>,
+        /// The last lines it wrote to stderr (may be empty): named in the failure's reason.
+        stderr: String,
     },
     Drained {
         id: InstanceId,
@@ -257,6 +281,8 @@ pub struct AppStatus {
     pub reloading: bool,
     /// Single-instance replacements completed (memory or request limit).
     pub replacements: u64,
+    /// The last instances to exit, oldest first.
+    pub exited: Vec<ExitedStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -284,6 +310,8 @@ struct Instance {
     /// A parallel reload's candidate that passed readiness: Starting, held
     /// back (not admitted) until the whole new generation is ready.
     held: bool,
+    /// Why it was stopped when that was for a failure (not ready in time).
+    failed: Option<String>,
 }
 
 impl Instance {
@@ -336,6 +364,7 @@ pub struct Machine {
     replace_failures: u32,
     replace_not_before: Option<Instant>,
     replacements: u64,
+    exited: std::collections::VecDeque<ExitedStatus>,
     shut_down: bool,
     /// Effects of the event being handled; drained by `take`.
     out: Vec<Effect>,
@@ -360,6 +389,7 @@ impl Machine {
             replace_failures: 0,
             replace_not_before: None,
             replacements: 0,
+            exited: Default::default(),
             shut_down: false,
             out: Vec::new(),
         };
@@ -374,17 +404,22 @@ impl Machine {
             Event::SpawnFailed { id, error } => {
                 // A process that is running cannot fail to spawn: stale.
                 if self.instances.get(&id).is_some_and(|i| i.pid.is_none()) {
-                    self.on_gone(id, format!("spawn failed: {error}"), now);
+                    self.on_gone(id, format!("spawn failed: {error}"), "", now);
                 }
             }
             Event::Ready { id } => self.on_ready(id, now),
-            Event::Exited { id, code, signal } => {
+            Event::Exited {
+                id,
+                code,
+                signal,
+                stderr,
+            } => {
                 let why = match (code, signal) {
                     (_, Some(s)) => format!("killed by signal {s}"),
                     (Some(c), None) => format!("exited with code {c}"),
                     (None, None) => "exited".to_string(),
                 };
-                self.on_gone(id, why, now);
+                self.on_gone(id, why, &stderr, now);
             }
             Event::Drained { id } => {
                 if self.state_of(id) == Some(InstanceState::Draining) {
@@ -435,6 +470,7 @@ impl Machine {
             last_reload: self.last_reload.clone(),
             reloading: self.reload.is_some(),
             replacements: self.replacements,
+            exited: self.exited.iter().cloned().collect(),
         }
     }
 
@@ -480,6 +516,8 @@ impl Machine {
         }
         inst.state = InstanceState::Ready;
         self.out.push(Effect::Admit { id });
+        // A retry of an errored app worked. The failure count stays until a stable run resets it.
+        self.errored = None;
         if candidate {
             // Admitted first, then one old instance retired: capacity never dips.
             self.reload
@@ -505,19 +543,27 @@ impl Machine {
         }
     }
 
-    /// The process is gone (exited or never started).
-    fn on_gone(&mut self, id: InstanceId, why: String, now: Instant) {
+    /// The process is gone (exited or never started); `stderr` is what it last said there, if anything.
+    fn on_gone(&mut self, id: InstanceId, why: String, stderr: &str, now: Instant) {
         let Some(inst) = self.instances.remove(&id) else {
             return;
         };
+        // What it said is the most useful part of the reason (a traceback's last line, "cannot run …").
+        let said = |reason: String| match stderr {
+            "" => reason,
+            _ => format!("{reason}; its stderr ended: {stderr}"),
+        };
+        self.remember_exit(id, &inst, said(why.clone()), now);
         match inst.state {
             InstanceState::Starting if self.is_candidate(id) => {
-                self.abandon_reload(format!("new instance {id} {why} before ready"), now);
+                self.abandon_reload(said(format!("new instance {id} {why} before ready")), now);
             }
             InstanceState::Starting if self.is_replacement(id) => {
-                self.replace_failed(format!("{why} before ready"), now);
+                self.replace_failed(said(format!("{why} before ready")), now);
             }
-            InstanceState::Starting => self.on_failure(&inst, format!("{why} before ready"), now),
+            InstanceState::Starting => {
+                self.on_failure(&inst, said(format!("{why} before ready")), now)
+            }
             InstanceState::Ready => {
                 self.out.push(Effect::Withdraw { id });
                 if let Some(r) = self.replacement.filter(|r| r.old == id) {
@@ -533,11 +579,33 @@ impl Machine {
                         )),
                     });
                 }
-                self.on_failure(&inst, why, now);
+                self.on_failure(&inst, said(why), now);
             }
             // Being retired: the exit is what we asked for.
-            InstanceState::Draining | InstanceState::Stopping | InstanceState::Stopped => {}
+            _ => {}
         }
+    }
+
+    /// Keeps the last [`EXITED_KEPT`] exits for the status: `Errored` unless rein retired it for no fault.
+    fn remember_exit(&mut self, id: InstanceId, inst: &Instance, why: String, now: Instant) {
+        let (state, reason) = match (inst.state, &inst.failed) {
+            (InstanceState::Draining | InstanceState::Stopping, None) => {
+                (InstanceState::Stopped, why)
+            }
+            (_, Some(failure)) => (InstanceState::Errored, format!("{failure}, then {why}")),
+            _ => (InstanceState::Errored, why),
+        };
+        if self.exited.len() == EXITED_KEPT {
+            self.exited.pop_front();
+        }
+        self.exited.push_back(ExitedStatus {
+            id,
+            pid: inst.pid,
+            generation: inst.generation,
+            state,
+            reason,
+            at: now,
+        });
     }
 
     fn on_timer(&mut self, id: InstanceId, kind: TimerKind, now: Instant) {
@@ -549,6 +617,9 @@ impl Machine {
             (TimerKind::ReadyTimeout, InstanceState::Starting) if inst.held => {}
             (TimerKind::ReadyTimeout, InstanceState::Starting) => {
                 let inst = inst.clone();
+                if let Some(i) = self.instances.get_mut(&id) {
+                    i.failed = Some("not ready in time".to_string());
+                }
                 if self.is_candidate(id) {
                     self.abandon_reload(format!("new instance {id} not ready in time"), now);
                 } else if self.is_replacement(id) {
@@ -666,6 +737,7 @@ impl Machine {
                 restarts,
                 killed: false,
                 held: false,
+                failed: None,
             },
         );
         self.out.push(Effect::Spawn { id, generation });
@@ -770,11 +842,8 @@ impl Machine {
             assert!(self.instances.values().all(|i| !i.live()));
             return;
         }
-        if self.errored.is_some() {
-            assert!(self.respawns.is_empty());
-        }
         assert!(self.counted() <= self.policy.processes, "over capacity");
-        if self.reload.is_none() && self.errored.is_none() {
+        if self.reload.is_none() {
             assert_eq!(self.counted(), self.policy.processes, "slots lost");
         }
     }

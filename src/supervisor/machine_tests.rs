@@ -120,6 +120,7 @@ impl Rig {
             id,
             code: Some(1),
             signal: None,
+            stderr: String::new(),
         })
     }
 

@@ -49,7 +49,15 @@ pub struct AppView {
     servers: HashMap<InstanceId, Arc<ServerState>>,
     started: HashMap<InstanceId, Instant>,
     /// Requests answered and failed while the last reload ran.
-    reload_counts: Option<(u64, u64)>,
+    reload_counts: Option<ReloadCounts>,
+}
+
+/// The requests one reload saw: answered by the app, and failed by rein (502/503/504).
+#[derive(Debug, Clone, Copy)]
+struct ReloadCounts {
+    generation: u64,
+    served: u64,
+    failed: u64,
 }
 
 struct App {
@@ -136,9 +144,11 @@ impl Supervisor {
                 if self.apps().get(name).is_some_and(|app| app.conf == *conf) {
                     return Ok(());
                 }
-                let adapter = self.python_adapter();
-                tokio::task::block_in_place(|| python::check(py, &adapter, dir, &conf.environment))
-                    .map_err(|e| ("module", e))
+                // Started as an instance would be (environment, user, group), on a socket it never uses.
+                let paths = self.paths(name);
+                let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
+                let spec = runner::spec(name, conf, &paths, socket).map_err(|e| ("type", e))?;
+                tokio::task::block_in_place(|| python::check(&spec)).map_err(|e| ("module", e))
             }
         }
     }
@@ -178,15 +188,19 @@ impl Supervisor {
             .collect()
     }
 
-    fn start(&self, name: &str, conf: &AppConf) -> App {
-        let sockets = self.dir.join("run").join(name);
-        let _ = std::fs::create_dir_all(&sockets);
-        let paths = Paths {
-            sockets,
+    /// Where application `name` keeps its sockets and log.
+    fn paths(&self, name: &str) -> Paths {
+        Paths {
+            sockets: self.dir.join("run").join(name),
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
-        };
+        }
+    }
+
+    fn start(&self, name: &str, conf: &AppConf) -> App {
+        let paths = self.paths(name);
+        let _ = std::fs::create_dir_all(&paths.sockets);
         let upstream = Upstream::dynamic(&format!("applications/{name}"), upstream_conf(conf));
         let view = Arc::new(Mutex::new(AppView::default()));
         let commands = Runner::start(
@@ -275,6 +289,10 @@ fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     if let Some(t) = conf.request_timeout {
         u.timeouts.read = t;
     }
+    // A request the app took longer than `limits.timeout` over is a 504 there and then: not sent again to
+    // another instance (where it would run twice), nor kept waiting for one. Retries of requests caught on a
+    // dying instance, sooner, still go on.
+    u.retries.timeout = u.retries.timeout.min(u.timeouts.read);
     u
 }
 
@@ -303,16 +321,27 @@ fn view_json(view: &AppView) -> Value {
             })
         })
         .collect();
+    // The counts of that very reload only (both are taken as it ends).
+    let counts = view.reload_counts.filter(|c| {
+        status
+            .last_reload
+            .as_ref()
+            .is_some_and(|r| r.generation == c.generation)
+    });
     json!({
         "generation": status.generation,
         "state": if status.errored.is_some() { "errored" } else if status.reloading { "reloading" } else { "running" },
         "errored": status.errored,
         "instances": instances,
+        "exited": status.exited.iter().map(|e| json!({
+            "id": e.id, "pid": e.pid, "state": state_name(e.state), "generation": e.generation,
+            "reason": e.reason, "seconds_ago": now.duration_since(e.at).as_secs_f64(),
+        })).collect::<Vec<Value>>(),
         "replacements": status.replacements,
         "last_reload": status.last_reload.as_ref().map(|r| json!({
             "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
-            "requests_served": view.reload_counts.map(|c| c.0),
-            "requests_failed": view.reload_counts.map(|c| c.1),
+            "requests_served": counts.map(|c| c.served),
+            "requests_failed": counts.map(|c| c.failed),
         })),
     })
 }
@@ -324,6 +353,7 @@ fn state_name(state: InstanceState) -> &'static str {
         InstanceState::Draining => "draining",
         InstanceState::Stopping => "stopping",
         InstanceState::Stopped => "stopped",
+        InstanceState::Errored => "errored",
     }
 }
 

@@ -8,11 +8,12 @@
 //! is refused with the Python traceback, and nothing changes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::spawn::{self, SpawnSpec};
 use crate::config::walk::{integer, string, strings};
 use crate::config::{ConfigError, JsonPath};
 
@@ -212,26 +213,16 @@ fn is_identifier(s: &str) -> bool {
 /// How long `--check` may take (importing a large app is slow; a hung import is an error).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Imports the app in a throwaway process: `Err` holds what Python printed (the traceback).
-pub fn check(
-    py: &PythonApp,
-    adapter: &Path,
-    working_directory: Option<&Path>,
-    environment: &[(String, String)],
-) -> Result<(), String> {
-    let mut cmd = Command::new(py.interpreter());
-    cmd.args(py.arguments(adapter))
-        .arg("--check")
-        .envs(environment.iter().map(|(k, v)| (k, v)))
+/// Imports the app in a throwaway process started as its instances are (`spec`, the instance's: the same clean
+/// environment, user, group and directory): `Err` holds what Python printed (the traceback).
+pub fn check(spec: &SpawnSpec) -> Result<(), String> {
+    let cannot = |e: std::io::Error| format!("cannot run {}: {e}", spec.executable.display());
+    let mut cmd = spawn::command_like(spec).map_err(cannot)?;
+    cmd.arg("--check")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    if let Some(dir) = working_directory {
-        cmd.current_dir(dir);
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", py.interpreter().display()))?;
+    let mut child = cmd.spawn().map_err(cannot)?;
     let stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();

@@ -16,13 +16,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::conf::{AppConf, AppKind, Scale};
+use super::logs::Tail;
 use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
 };
 use super::php::{self, Launch};
 use super::spawn::{self, AppSocket, Output, SpawnSpec};
 use super::watch;
-use super::{AppView, Paths};
+use super::{AppView, Paths, ReloadCounts};
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::{Member, ServerState, Upstream};
 
@@ -38,6 +39,10 @@ pub enum Command {
 
 /// How often memory limits and scaling are looked at.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How long an exited instance's stderr is awaited, and how many of its last lines name its failure.
+const STDERR_WAIT: Duration = Duration::from_millis(100);
+const STDERR_LINES: usize = 5;
 
 /// How often readiness probes and drain watchers look.
 const POLL: Duration = Duration::from_millis(25);
@@ -69,6 +74,8 @@ pub struct Runner {
     view: Arc<Mutex<AppView>>,
     /// The upstream's outcome counts when the running reload started.
     reload_base: Option<(u64, u64)>,
+    /// What the last reload to end served and failed.
+    reload_counts: Option<ReloadCounts>,
     /// Instances wanted now, between `spare` and `max` when the app scales.
     target: usize,
     /// When the app last scaled (one step per `idle_timeout` down).
@@ -116,6 +123,7 @@ impl Runner {
             waiting: Vec::new(),
             view,
             reload_base: None,
+            reload_counts: None,
             target,
             scaled_at: Instant::now(),
             watcher: None,
@@ -216,7 +224,7 @@ impl Runner {
                     }
                 }
                 Effect::Errored { reason } => {
-                    tracing::error!(app = %self.name, reason, "application errored: not restarting it until a reload");
+                    tracing::error!(app = %self.name, reason, "application errored: retrying it every restart.backoff_max");
                 }
             }
         }
@@ -251,7 +259,7 @@ impl Runner {
         let pid = spawned.child.id().ok_or("the process exited at once")?;
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
         let cancel = CancellationToken::new();
-        self.watch_exit(id, spawned.child);
+        self.watch_exit(id, spawned.child, spawned.stderr, spawned.stderr_tail);
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match self.conf.is_fastcgi() {
             true => ServerState::own_fastcgi(server_addr(&addr)),
@@ -274,55 +282,18 @@ impl Runner {
     }
 
     fn spec(&self, socket: AppSocket) -> Result<SpawnSpec, String> {
-        let c = &self.conf;
-        let Launch {
-            program: executable,
-            arguments,
-            environment,
-        } = match &c.kind {
-            AppKind::External => Launch {
-                program: c.executable.clone(),
-                arguments: c.arguments.clone(),
-                environment: c.environment.clone(),
-            },
-            AppKind::Php(php) => php::launch(&self.name, c, php, &socket, &self.paths.sockets)
-                .map_err(|e| format!("cannot prepare PHP-FPM: {e}"))?,
-            AppKind::Python(py) => Launch {
-                program: c.executable.clone(),
-                arguments: py.arguments(&self.paths.python_adapter),
-                environment: c.environment.clone(),
-            },
-        };
-        // Unit's `stdout` / `stderr` when set, else the app's log.
-        let output = |o: &Option<Output>| {
-            o.clone()
-                .unwrap_or_else(|| Output::Log(self.paths.log.clone()))
-        };
-        Ok(SpawnSpec {
-            node: is_node(&executable)
-                .then(|| self.paths.node.clone())
-                .flatten(),
-            executable,
-            arguments,
-            working_directory: c.working_directory.clone(),
-            environment,
-            user: c.user.clone(),
-            group: c.group.clone(),
-            socket,
-            stdout: output(&c.stdout),
-            stderr: output(&c.stderr),
-            log_rotation: Default::default(),
-            name: self.name.clone(),
-            // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
-            death_signal: match c.kind {
-                AppKind::Php(_) => Signal::SIGTERM,
-                _ => Signal::SIGKILL,
-            },
-        })
+        spec(&self.name, &self.conf, &self.paths, socket)
     }
 
-    /// Reports the exit the moment it happens (tokio's child reaper), never by polling.
-    fn watch_exit(&self, id: InstanceId, mut child: tokio::process::Child) {
+    /// Reports the exit the moment it happens (tokio's child reaper), never by polling, with the last lines
+    /// of its stderr.
+    fn watch_exit(
+        &self,
+        id: InstanceId,
+        mut child: tokio::process::Child,
+        stderr_pump: JoinHandle<std::io::Result<u64>>,
+        stderr_tail: Arc<Mutex<Tail>>,
+    ) {
         let events = self.events.clone();
         let leader = child.id();
         tokio::spawn(async move {
@@ -332,6 +303,14 @@ impl Runner {
             if let Some(pid) = leader {
                 let _ = spawn::signal_group(pid, Signal::SIGKILL);
             }
+            // Its last words may still be in the pipe: the pump ends as soon as the group is gone, within a
+            // millisecond or so; bounded (an escaped grandchild may hold the pipe) so that a crash still
+            // leaves the pool at once.
+            let _ = tokio::time::timeout(STDERR_WAIT, stderr_pump).await;
+            let stderr = stderr_tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .last_lines(STDERR_LINES);
             let (code, signal) = match status {
                 Ok(s) => {
                     use std::os::unix::process::ExitStatusExt;
@@ -339,7 +318,12 @@ impl Runner {
                 }
                 Err(_) => (None, None),
             };
-            let _ = events.send(Event::Exited { id, code, signal });
+            let _ = events.send(Event::Exited {
+                id,
+                code,
+                signal,
+                stderr,
+            });
         });
     }
 
@@ -540,6 +524,15 @@ impl Runner {
     }
 
     fn reload_done(&mut self, report: ReloadReport) {
+        // Counted here, at the reload's own end, not when the machine is next seen idle: a queued reload begins
+        // in the same step as this one ends, and its counts would otherwise be folded into the next one's.
+        let outcomes = self.upstream.outcomes();
+        let base = self.reload_base.take().unwrap_or(outcomes);
+        self.reload_counts = Some(ReloadCounts {
+            generation: report.generation,
+            served: outcomes.0 - base.0,
+            failed: outcomes.1 - base.1,
+        });
         if report.ok {
             tracing::info!(app = %self.name, generation = report.generation, took_ms = report.took.as_millis() as u64, "reload done");
         } else {
@@ -574,22 +567,11 @@ impl Runner {
             .iter()
             .map(|(id, i)| (*id, i.server.clone()))
             .collect();
-        let outcomes = self.upstream.outcomes();
-        let reload_counts = match (status.reloading, self.reload_base) {
-            (true, None) => {
-                self.reload_base = Some(outcomes);
-                None
-            }
-            (false, Some(base)) => {
-                self.reload_base = None;
-                Some((outcomes.0 - base.0, outcomes.1 - base.1))
-            }
-            _ => None,
-        };
-        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        if reload_counts.is_some() {
-            view.reload_counts = reload_counts;
+        if status.reloading && self.reload_base.is_none() {
+            self.reload_base = Some(self.upstream.outcomes());
         }
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        view.reload_counts = self.reload_counts;
         view.status = Some(status);
         view.servers = servers;
         view.started = self
@@ -598,6 +580,54 @@ impl Runner {
             .map(|(id, i)| (*id, i.started))
             .collect();
     }
+}
+
+/// How an instance of application `name` starts: its program, arguments, environment, user and output.
+pub(super) fn spec(
+    name: &str,
+    c: &AppConf,
+    paths: &Paths,
+    socket: AppSocket,
+) -> Result<SpawnSpec, String> {
+    let Launch {
+        program: executable,
+        arguments,
+        environment,
+    } = match &c.kind {
+        AppKind::External => Launch {
+            program: c.executable.clone(),
+            arguments: c.arguments.clone(),
+            environment: c.environment.clone(),
+        },
+        AppKind::Php(php) => php::launch(name, c, php, &socket, &paths.sockets)
+            .map_err(|e| format!("cannot prepare PHP-FPM: {e}"))?,
+        AppKind::Python(py) => Launch {
+            program: c.executable.clone(),
+            arguments: py.arguments(&paths.python_adapter),
+            environment: c.environment.clone(),
+        },
+    };
+    // Unit's `stdout` / `stderr` when set, else the app's log.
+    let output = |o: &Option<Output>| o.clone().unwrap_or_else(|| Output::Log(paths.log.clone()));
+    Ok(SpawnSpec {
+        node: is_node(&executable).then(|| paths.node.clone()).flatten(),
+        executable,
+        arguments,
+        working_directory: c.working_directory.clone(),
+        environment,
+        user: c.user.clone(),
+        group: c.group.clone(),
+        socket,
+        stdout: output(&c.stdout),
+        stderr: output(&c.stderr),
+        log_rotation: Default::default(),
+        name: name.to_owned(),
+        // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
+        death_signal: match c.kind {
+            AppKind::Php(_) => Signal::SIGTERM,
+            _ => Signal::SIGKILL,
+        },
+    })
 }
 
 pub(super) fn server_addr(addr: &AppSocket) -> ServerAddr {

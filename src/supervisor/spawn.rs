@@ -175,6 +175,8 @@ pub struct Spawned {
     /// process and any grandchildren — has exited or closed it.
     pub stdout: JoinHandle<io::Result<u64>>,
     pub stderr: JoinHandle<io::Result<u64>>,
+    /// The last lines the process wrote to its stderr (empty when it is discarded).
+    pub stderr_tail: Arc<Mutex<logs::Tail>>,
 }
 
 /// Resolved credentials for the child (resolved in the parent: lookups are not async-signal-safe).
@@ -240,13 +242,7 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
         .process_group(0)
         .kill_on_drop(false);
     // chdir happens after the user switch, so the directory must be accessible to the app's user.
-    let cwd = match &spec.working_directory {
-        Some(dir) => Some(
-            CString::new(dir.as_os_str().as_bytes())
-                .map_err(|_| context(io::Error::other("working directory contains a NUL byte")))?,
-        ),
-        None => None,
-    };
+    let cwd = working_directory(spec).map_err(context)?;
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before the fork.
     let parent = std::process::id() as libc::pid_t;
     unsafe {
@@ -257,13 +253,48 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     let mut child = spawner()
         .spawn(cmd)
         .map_err(|e| io::Error::new(e.kind(), format!("app {:?}: cannot start: {e}", spec.name)))?;
-    let stdout = pump(child.stdout.take(), out_log, &spec.name);
-    let stderr = pump(child.stderr.take(), err_log, &spec.name);
+    let stderr_tail = Arc::new(Mutex::new(logs::Tail::default()));
+    let stdout = pump(child.stdout.take(), out_log, &spec.name, None);
+    let stderr = pump(
+        child.stderr.take(),
+        err_log,
+        &spec.name,
+        Some(stderr_tail.clone()),
+    );
     Ok(Spawned {
         child,
         stdout,
         stderr,
+        stderr_tail,
     })
+}
+
+/// A command that runs `spec`'s program as its instances run — the same clean environment, user, group and
+/// working directory — without an instance's plumbing (no socket on fd 3, no process group, no parent-death
+/// signal, no exec shim; stdio is the caller's): for a throwaway run such as Python's import check, which must
+/// see the app as its instances do.
+pub fn command_like(spec: &SpawnSpec) -> io::Result<std::process::Command> {
+    let creds = credentials(spec.user.as_deref(), spec.group.as_deref())?;
+    let cwd = working_directory(spec)?;
+    let mut cmd = std::process::Command::new(&spec.executable);
+    cmd.args(&spec.arguments)
+        .env_clear()
+        .envs(environment(spec, &creds));
+    // SAFETY: the closure only makes async-signal-safe system calls on values prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || switch_user(&creds, cwd.as_deref()));
+    }
+    Ok(cmd)
+}
+
+fn working_directory(spec: &SpawnSpec) -> io::Result<Option<CString>> {
+    spec.working_directory
+        .as_ref()
+        .map(|dir| {
+            CString::new(dir.as_os_str().as_bytes())
+                .map_err(|_| io::Error::other("working directory contains a NUL byte"))
+        })
+        .transpose()
 }
 
 /// The task copying one of the child's pipes into its log; one that has nothing to copy when the stream is
@@ -272,12 +303,13 @@ fn pump<R>(
     pipe: Option<R>,
     log: Option<Arc<Mutex<LogFile>>>,
     name: &str,
+    tail: Option<Arc<Mutex<logs::Tail>>>,
 ) -> JoinHandle<io::Result<u64>>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
     match (pipe, log) {
-        (Some(pipe), Some(log)) => tokio::spawn(logs::pump(pipe, log, name.to_owned())),
+        (Some(pipe), Some(log)) => tokio::spawn(logs::pump(pipe, log, name.to_owned(), tail)),
         _ => tokio::spawn(std::future::ready(Ok(0))),
     }
 }
@@ -290,25 +322,9 @@ fn child_setup(
     parent: libc::pid_t,
     death_signal: libc::c_ulong,
 ) -> io::Result<()> {
-    fn check(r: libc::c_int) -> io::Result<()> {
-        if r == -1 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
+    switch_user(creds, cwd)?;
     // SAFETY: plain system calls on plain values.
     unsafe {
-        if let Some(gid) = creds.gid {
-            check(libc::setgroups(creds.groups.len(), creds.groups.as_ptr()))?;
-            check(libc::setgid(gid.as_raw()))?;
-        }
-        if let Some(uid) = creds.uid {
-            check(libc::setuid(uid.as_raw()))?;
-        }
-        if let Some(dir) = cwd {
-            check(libc::chdir(dir.as_ptr()))?;
-        }
         // After the switch: changing credentials clears the parent-death signal.
         check(libc::prctl(libc::PR_SET_PDEATHSIG, death_signal, 0, 0, 0))?;
         // rein died between fork and prctl: the signal will never come.
@@ -322,6 +338,33 @@ fn child_setup(
         }
     }
     Ok(())
+}
+
+/// In a child, between fork and exec: becomes the app's user and group, then enters its directory.
+fn switch_user(creds: &Credentials, cwd: Option<&std::ffi::CStr>) -> io::Result<()> {
+    // SAFETY: plain system calls on plain values.
+    unsafe {
+        if let Some(gid) = creds.gid {
+            check(libc::setgroups(creds.groups.len(), creds.groups.as_ptr()))?;
+            check(libc::setgid(gid.as_raw()))?;
+        }
+        if let Some(uid) = creds.uid {
+            check(libc::setuid(uid.as_raw()))?;
+        }
+        if let Some(dir) = cwd {
+            check(libc::chdir(dir.as_ptr()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A libc call's result: -1 is the error in `errno`.
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 fn credentials(user: Option<&str>, group: Option<&str>) -> io::Result<Credentials> {

@@ -41,6 +41,7 @@ async fn finish(spawned: Spawned, spec: &SpawnSpec) -> (std::process::ExitStatus
         mut child,
         stdout,
         stderr,
+        ..
     } = spawned;
     let status = tokio::time::timeout(DEADLINE, child.wait())
         .await

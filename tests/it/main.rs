@@ -13,6 +13,7 @@ mod lifecycle;
 mod php;
 mod proxy;
 mod python;
+mod python_reload;
 mod reload;
 mod routing;
 mod share;

@@ -232,6 +232,11 @@ fn rolling_reloads_under_load_fail_no_request() {
     load.wait_more(200);
     let (ok, failures) = load.finish();
     assert_no_failures(&ok, &failures);
+    let (_, st) = rein.api("GET", "/status/applications/py", None);
+    let last = &st["last_reload"];
+    assert_eq!(last["ok"], true, "{st}");
+    assert!(last["requests_served"].as_u64().unwrap_or(0) > 0, "{st}");
+    assert_eq!(last["requests_failed"], 0, "{st}");
 }
 
 /// The adapter's own protocol-level suite (`tests/apps/python/test_adapter.py`: FastCGI records, every PEP 3333

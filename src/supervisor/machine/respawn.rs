@@ -1,6 +1,6 @@
 //! Failures of [`Machine`]'s instances: respawn with back-off (no sooner than `min_restart_interval` after
-//! the last start, doubling delays after repeated crashes), the errored state after too many, and the fresh
-//! count after a stable run.
+//! the last start, doubling delays after repeated crashes), the errored state after too many (still retried,
+//! every `backoff_max`), and the fresh count after a stable run.
 
 use std::time::{Duration, Instant};
 
@@ -29,22 +29,21 @@ impl Machine {
         } else {
             self.failures = self.failures.saturating_add(1);
         }
-        if self.errored.is_some() {
-            return;
-        }
+        let since_start = now.saturating_duration_since(inst.spawned_at);
+        let min_gap = self.policy.min_restart_interval.saturating_sub(since_start);
+        let mut delay = min_gap.max(self.backoff());
         if self.failures >= self.policy.max_failures {
+            // Errored, but still retried, at the slowest pace: a cause outside the app (a mount, a database,
+            // a file not there yet) heals without anyone asking. The reason always names the latest failure.
             let reason = format!("{} consecutive failures, last: {why}", self.failures);
-            self.errored = Some(reason.clone());
-            self.respawns.clear();
-            self.out.push(Effect::Errored { reason });
-            return;
+            if self.errored.replace(reason.clone()).is_none() {
+                self.out.push(Effect::Errored { reason });
+            }
+            delay = delay.max(self.policy.backoff_max);
         }
         if self.counted() >= self.policy.processes {
             return; // the slot is already filled (a replacement took it over)
         }
-        let since_start = now.saturating_duration_since(inst.spawned_at);
-        let min_gap = self.policy.min_restart_interval.saturating_sub(since_start);
-        let delay = min_gap.max(self.backoff());
         self.schedule_respawn(delay, inst.restarts.saturating_add(1), now);
     }
 
@@ -77,9 +76,12 @@ impl Machine {
         }
     }
 
+    /// Someone asked (a reload, a resize): the errored app's slow retries are dropped for a start now, with a
+    /// fresh count. The caller fills the slots.
     pub(super) fn clear_errored(&mut self) {
         if self.errored.take().is_some() {
             self.failures = 0;
+            self.respawns.clear();
         }
     }
 }

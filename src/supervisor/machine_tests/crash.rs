@@ -82,8 +82,8 @@ fn crash_until_errored(rig: &mut Rig, crashes: u64) {
             assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id + 1, 1)]);
         } else {
             assert!(
-                matches!(fx.as_slice(), [Withdraw { .. }, Errored { .. }]),
-                "{fx:?}"
+                matches!(fx.as_slice(), [Withdraw { .. }, Errored { .. }, ArmRespawn { after }] if *after == secs(8)),
+                "errored, and retried at backoff_max: {fx:?}"
             );
         }
     }
@@ -104,18 +104,61 @@ fn errored_after_max_failures_then_reload_clears_it() {
             .contains("3 consecutive failures")
     );
     assert!(st.instances.is_empty());
-    rig.wait(secs(100));
-    assert!(
-        rig.send(Event::RespawnDue).is_empty(),
-        "no respawn while errored"
-    );
-    // Reload clears it and starts the new generation straight away.
+    // Reload clears it and starts the new generation straight away (the pending retry's slot).
     assert_eq!(rig.send(Event::Reload), spawn_fx(4, 2).to_vec());
     assert!(rig.status().errored.is_none());
     let fx = rig.up(4);
     assert_eq!(fx[0], Admit { id: 4 });
     let done = reload_done(&fx);
     assert!(done.len() == 1 && done[0].ok && done[0].generation == 2);
+}
+
+#[test]
+fn an_errored_app_is_retried_at_backoff_max_until_an_instance_is_ready() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 3,
+        ..policy(1)
+    });
+    crash_until_errored(&mut rig, 3);
+    // Each retry that fails keeps it errored, names the latest failure, and waits backoff_max (8 s) again.
+    let mut id = 4;
+    for why in ["spawn", "exit"] {
+        rig.wait(secs(7));
+        assert!(
+            spawns(&rig.send(Event::RespawnDue)).is_empty(),
+            "not before 8 s"
+        );
+        rig.wait(secs(1));
+        assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id, 1)]);
+        let fx = if why == "spawn" {
+            rig.send(Event::SpawnFailed {
+                id,
+                error: "No such file or directory".into(),
+            })
+        } else {
+            rig.start(id);
+            rig.wait(ms(100));
+            rig.exit(id)
+        };
+        assert_eq!(respawn_after(&fx), Some(secs(8)), "{why}: {fx:?}");
+        assert!(
+            !fx.iter().any(|e| matches!(e, Errored { .. })),
+            "reported once"
+        );
+        let errored = rig.status().errored.unwrap();
+        let last = if why == "spawn" {
+            "spawn failed: No such file"
+        } else {
+            "exited with code"
+        };
+        assert!(errored.contains(last), "{errored}");
+        id += 1;
+    }
+    // The cause went away: the next retry becomes ready and the app is no longer errored.
+    rig.wait(secs(8));
+    assert_eq!(spawns(&rig.send(Event::RespawnDue)), vec![(id, 1)]);
+    assert_eq!(rig.up(id)[0], Admit { id });
+    assert!(rig.status().errored.is_none());
 }
 
 #[test]
@@ -135,4 +178,58 @@ fn resize_clears_errored() {
     rig.up(3);
     rig.wait(ms(100));
     assert_eq!(respawn_after(&rig.exit(3)), Some(secs(1)));
+}
+
+#[test]
+fn the_last_exits_are_kept_as_stopped_or_errored_with_why() {
+    let (mut rig, _) = Rig::new(Policy {
+        max_failures: 100,
+        ..policy(1)
+    });
+    // Not ready in time: stopped by rein, but for a failure.
+    rig.start(1);
+    rig.wait(secs(5));
+    rig.timer(1, TimerKind::ReadyTimeout);
+    rig.send(Event::Exited {
+        id: 1,
+        code: None,
+        signal: Some(15),
+        stderr: "still loading".into(),
+    });
+    let e = &rig.status().exited[0];
+    assert_eq!(
+        (e.id, e.pid, e.state),
+        (1, Some(1001), InstanceState::Errored)
+    );
+    assert_eq!(
+        e.reason,
+        "not ready in time, then killed by signal 15; its stderr ended: still loading"
+    );
+    // Crashes, one after another: only the last EXITED_KEPT are kept, oldest first.
+    let mut id = 2;
+    for _ in 0..EXITED_KEPT {
+        rig.wait(secs(8));
+        rig.send(Event::RespawnDue);
+        rig.up(id);
+        rig.exit(id);
+        id += 1;
+    }
+    let ids: Vec<InstanceId> = rig.status().exited.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (2..id).collect::<Vec<_>>());
+    // Retired (a reload): stopped.
+    rig.wait(secs(8));
+    rig.send(Event::RespawnDue);
+    rig.up(id);
+    rig.send(Event::Reload);
+    rig.up(id + 1);
+    rig.send(Event::Drained { id });
+    rig.send(Event::Exited {
+        id,
+        code: Some(0),
+        signal: None,
+        stderr: String::new(),
+    });
+    let last = rig.status().exited.last().cloned().unwrap();
+    assert_eq!((last.id, last.state), (id, InstanceState::Stopped));
+    assert_eq!(last.reason, "exited with code 0");
 }

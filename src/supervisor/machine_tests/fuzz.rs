@@ -59,6 +59,7 @@ fn random_event(rng: &mut Rng, rig: &Rig) -> Event {
             id,
             code: Some(1),
             signal: None,
+            stderr: String::new(),
         },
         48..=50 => Event::SpawnFailed {
             id,

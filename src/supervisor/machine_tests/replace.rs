@@ -239,6 +239,9 @@ fn replace_is_ignored_while_errored() {
     rig.up(1);
     rig.up(2);
     rig.at(ms(100));
-    assert!(matches!(rig.exit(2)[..], [Withdraw { .. }, Errored { .. }]));
+    assert!(matches!(
+        rig.exit(2)[..],
+        [Withdraw { .. }, Errored { .. }, ArmRespawn { .. }]
+    ));
     assert!(rig.send(Event::Replace { id: 1 }).is_empty());
 }

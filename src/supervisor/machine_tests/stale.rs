@@ -36,6 +36,7 @@ fn stale_and_unknown_events_are_ignored() {
             id: 99,
             code: Some(0),
             signal: None,
+            stderr: String::new(),
         },
         Event::RespawnDue,
     ];

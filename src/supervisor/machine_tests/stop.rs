@@ -28,7 +28,8 @@ fn drain_timeout_stops_and_late_drained_is_ignored() {
         rig.send(Event::Exited {
             id: 2,
             code: None,
-            signal: Some(9)
+            signal: Some(9),
+            stderr: String::new(),
         })
         .is_empty()
     );

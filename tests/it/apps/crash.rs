@@ -33,6 +33,36 @@ fn a_killed_instance_is_replaced() {
         "{st:?}"
     );
     wait_for("the killed process reaped", || !exists(victim));
+    // The killed instance is still listed, apart, as errored with its exit.
+    let exited = status(&rein, "py")["exited"].clone();
+    let killed: Vec<&Value> = exited
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["pid"] == victim)
+        .collect();
+    assert_eq!(killed.len(), 1, "{exited}");
+    assert_eq!(killed[0]["state"], "errored", "{exited}");
+    assert!(
+        killed[0]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("killed by signal 9"),
+        "{exited}"
+    );
+    // Retired by a reload: stopped.
+    let (code, _) = restart(&rein, "py");
+    assert_eq!(code, 200);
+    for pid in [survivor, fresh] {
+        wait_for("the old instances listed as stopped", || {
+            status(&rein, "py")["exited"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["pid"] == pid && e["state"] == "stopped")
+        });
+    }
+    let now = wait_ready(&rein, "py", 2);
     let mut seen = BTreeSet::new();
     wait_for("both instances answer", || {
         seen.insert(who(&get(addr, "/")).1);
@@ -42,7 +72,7 @@ fn a_killed_instance_is_replaced() {
 }
 
 #[test]
-fn a_crash_loop_backs_off_then_errors_until_a_reload() {
+fn a_crash_loop_backs_off_then_errors_and_a_reload_clears_it() {
     let rein = Rein::start();
     let flag = rein.dir.path().join("crash-flag");
     std::fs::write(&flag, "").unwrap();
@@ -75,7 +105,11 @@ fn a_crash_loop_backs_off_then_errors_until_a_reload() {
             .collect()
     };
     let (starts, exits) = (times("start crash"), times("exit crash"));
-    assert_eq!(starts.len(), 3, "three runs, none after errored:\n{log}");
+    assert_eq!(
+        starts.len(),
+        3,
+        "three runs so far (the next retry waits backoff_max):\n{log}"
+    );
     assert_eq!(exits.len(), 3, "{log}");
     let gap1 = starts[1] - exits[0];
     let gap2 = starts[2] - exits[1];
@@ -87,7 +121,7 @@ fn a_crash_loop_backs_off_then_errors_until_a_reload() {
         (1.9..2.8).contains(&gap2),
         "second back-off 2 s: {gap2}\n{log}"
     );
-    // Still errored (no more runs) until a reload; the reload clears it.
+    // A reload clears it at once, without waiting for the next retry.
     std::fs::remove_file(&flag).unwrap();
     let (code, body) = restart(&rein, "crashy");
     assert_eq!(

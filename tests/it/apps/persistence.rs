@@ -16,7 +16,8 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
         app(
             &script.display().to_string(),
             &[],
-            json!({"restart": {"min_interval": 0.2, "backoff_max": 1, "max_failures": 1000, "stable_after": 0.5}}),
+            // The default max_failures (5): the app errs, and is still retried every backoff_max.
+            json!({"restart": {"min_interval": 0.2, "backoff_max": 1, "stable_after": 0.5}}),
         ),
     );
     let pid = *wait_ready(&rein, "kept", 1).first().unwrap();
@@ -45,16 +46,37 @@ fn an_app_whose_executable_vanished_does_not_stop_a_restart() {
         "the configuration is kept"
     );
     let addr = again.bound("127.0.0.1:0");
-    wait_for("the app reported failing and retried", || {
-        instances(&again, "kept")
-            .iter()
-            .any(|i| i["restarts"].as_u64().unwrap_or(0) >= 1)
+    let mut st = Value::Null;
+    wait_for("the app reported errored", || {
+        st = status(&again, "kept");
+        st["state"] == "errored"
     });
+    let reason = st["errored"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("5 consecutive failures") && reason.contains("No such file or directory"),
+        "the last failure's reason: {st}"
+    );
     assert!(ready_pids(&again, "kept").is_empty());
+    // Errored is not the end: the retries go on, at backoff_max.
+    let restarts = |st: &Value| {
+        st["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["restarts"].as_u64().unwrap_or(0))
+            .max()
+    };
+    let before = restarts(&st);
+    wait_for("another retry while errored", || {
+        let now = status(&again, "kept");
+        now["state"] == "errored" && restarts(&now) > before
+    });
     // Once the executable is back, the retries bring it up without any change of configuration.
     write_app_script(&script);
     let pid = *wait_ready(&again, "kept", 1).first().unwrap();
     assert_eq!(get(addr, "/").text(), format!("python:persisted:{pid}"));
+    let st = status(&again, "kept");
+    assert_eq!(st["state"], "running", "{st}");
 }
 
 /// Clients each sending `path` back to back on their own keep-alive connection, until finished.
@@ -205,6 +227,28 @@ fn an_instance_that_served_its_request_limit_is_replaced() {
         "one instance replaced, not a reload: {st}"
     );
     assert!(rein.log_text().contains("request limit reached"));
+}
+
+#[test]
+fn an_answer_slower_than_limits_timeout_is_a_504_and_the_instance_serves_on() {
+    let rein = Rein::start();
+    let addr = serve_one(
+        &rein,
+        "slow",
+        node_app("slow.js", &[], json!({"limits": {"timeout": 0.5}})),
+    );
+    let pid = *wait_ready(&rein, "slow", 1).first().unwrap();
+    let started = Instant::now();
+    let r = get(addr, "/?ms=3000");
+    let waited = started.elapsed();
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(
+        waited < Duration::from_millis(2500),
+        "answered at the timeout, not after the app: {waited:?}"
+    );
+    let r = get(addr, "/?ms=10");
+    assert_eq!(r.status, 200, "a fast answer still comes");
+    assert_eq!(r.text(), format!("slow:{pid}\n"), "from the same instance");
 }
 
 #[test]

@@ -27,18 +27,6 @@ fn rolling_reloads_and_kills_under_load_fail_no_request() {
 
     let load = Load::start(addr, &["/web/a", "/web/b", "/py/a", "/py/b"]);
     load.wait_more(50);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64;
-    eprintln!("kill seed {seed}");
-    let mut rng = seed | 1;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
     for round in 0..5 {
         let name = if round % 2 == 0 { "web" } else { "py" };
         let (code, body) = restart(&rein, name);
@@ -48,16 +36,21 @@ fn rolling_reloads_and_kills_under_load_fail_no_request() {
             "restart {round} of {name}"
         );
         load.wait_more(20);
-        let target = if next() % 2 == 0 { "web" } else { "py" };
+        // Alternating (web, py, web, …), each round after the other app's reload: both apps are always killed,
+        // and the 2-instance app loses a different instance each time.
+        let target = if round % 2 == 0 { "py" } else { "web" };
         let mut ready: Vec<u32> = Vec::new();
         wait_for(&format!("a ready instance of {target}"), || {
             ready = ready_pids(&rein, target).into_iter().collect();
             !ready.is_empty()
         });
-        let victim = ready[(next() % ready.len() as u64) as usize];
+        let victim = ready[round / 2 % ready.len()];
         eprintln!("round {round}: kill -9 {target} {victim}");
         kill9(victim);
         load.wait_more(20);
+        // Back to full strength before the next reload, so that each reload has an instance serving while it
+        // runs (its requests_served, checked below, would be 0 behind a dead single instance).
+        wait_ready(&rein, target, if target == "web" { 2 } else { 1 });
     }
     wait_ready(&rein, "web", 2);
     wait_ready(&rein, "py", 1);
@@ -79,10 +72,50 @@ fn rolling_reloads_and_kills_under_load_fail_no_request() {
             "{name}: {st}"
         );
         assert_eq!(st["state"], "running", "{name}: {st}");
+        assert!(
+            st["last_reload"]["requests_served"].as_u64().unwrap_or(0) > 0,
+            "{name}: {st}"
+        );
+        assert_eq!(st["last_reload"]["requests_failed"], 0, "{name}: {st}");
         for i in st["instances"].as_array().unwrap() {
             assert_eq!(i["generation"], st["generation"], "{name}: {st}");
         }
     }
+}
+
+/// A reload asked for while one runs is queued and begins the moment the first ends: each keeps its own counts.
+#[test]
+fn a_queued_reload_keeps_the_counts_of_the_one_before() {
+    let rein = Rein::start();
+    let addr = serve_one(&rein, "py", python_app("q", &["--sleep", "1"], json!({})));
+    wait_ready(&rein, "py", 1);
+    let gen0 = status(&rein, "py")["generation"].as_u64().unwrap();
+    let load = Load::start(addr, &["/a"]);
+    load.wait_more(20);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| restart(&rein, "py"));
+        wait_for("the first reload running", || {
+            status(&rein, "py")["state"] == "reloading"
+        });
+        let second = s.spawn(|| restart(&rein, "py"));
+        for reply in [first.join().unwrap(), second.join().unwrap()] {
+            assert_eq!(reply, (200, json!({"success": "Ok"})));
+        }
+    });
+    // The second reload runs now (its new instance takes a second to start); the first one's counts show.
+    let st = status(&rein, "py");
+    assert_eq!(st["state"], "reloading", "{st}");
+    assert_eq!(st["last_reload"]["generation"], gen0 + 1, "{st}");
+    assert!(
+        st["last_reload"]["requests_served"].as_u64().unwrap_or(0) > 0,
+        "{st}"
+    );
+    assert_eq!(st["last_reload"]["requests_failed"], 0, "{st}");
+    wait_for("the second reload done", || {
+        status(&rein, "py")["last_reload"]["generation"] == gen0 + 2
+    });
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
 }
 
 // ----- 6. A broken release ---------------------------------------------------------------------------
