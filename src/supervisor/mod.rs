@@ -234,13 +234,6 @@ impl Supervisor {
         report.await.ok()
     }
 
-    /// Reloads every application (SIGHUP).
-    pub fn reload_all(&self) {
-        for app in self.apps().values() {
-            let _ = app.commands.send(Command::Reload(None));
-        }
-    }
-
     /// Stops every application, waiting up to `deadline`.
     pub async fn shutdown(&self, deadline: Duration) {
         let waits: Vec<oneshot::Receiver<()>> = std::mem::take(&mut *self.apps())
@@ -286,8 +279,11 @@ fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     };
     u.passive.failures = 0;
     u.queue_timeout = conf.ready_timeout.min(Duration::from_secs(30));
+    // `limits.timeout` bounds the whole exchange: waiting for the answer, and waiting for the app to take the
+    // request's body.
     if let Some(t) = conf.request_timeout {
         u.timeouts.read = t;
+        u.timeouts.send = t;
     }
     // A request the app took longer than `limits.timeout` over is a 504 there and then: not sent again to
     // another instance (where it would run twice), nor kept waiting for one. Retries of requests caught on a
