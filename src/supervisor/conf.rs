@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use super::spawn::{Output, SocketKind};
 use super::watch::{self, WatchConf};
-use crate::config::walk::{integer, known_keys, object, seconds, string, strings};
+use crate::config::walk::{boolean, integer, known_keys, object, seconds, string, strings};
 use crate::config::{ConfigError, JsonPath};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -420,7 +420,16 @@ fn readiness(v: &Value, path: &JsonPath, conf: &mut AppConf) -> Result<(), Confi
             }
             conf.readiness = Readiness::Http(p.to_owned());
         }
-        _ => conf.readiness = Readiness::Connect,
+        (None, Some(c)) => {
+            // Only `true` means something: with rein owning the socket, "no check at all" is not on offer.
+            if !boolean(c, &path.key("connect"))? {
+                return Err(path
+                    .key("connect")
+                    .error("must be true (omit \"readiness\" for the default)"));
+            }
+            conf.readiness = Readiness::Connect;
+        }
+        (None, None) => conf.readiness = Readiness::Connect,
     }
     if let Some(t) = map.get("timeout") {
         conf.ready_timeout = seconds(t, &path.key("timeout"))?;

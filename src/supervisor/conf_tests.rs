@@ -76,6 +76,8 @@ fn good_values_compile_to_what_they_say() {
         (c.readiness, c.ready_timeout),
         (Readiness::Http("/health".into()), secs(3.0))
     );
+    let c = ok(json!({"readiness": {"connect": true}}));
+    assert_eq!(c.readiness, Readiness::Connect);
     let c = ok(json!({"stop": {"signal": "INT", "timeout": 2}}));
     assert_eq!((c.stop_signal, c.stop_timeout), (Signal::SIGINT, secs(2.0)));
     assert_eq!(
@@ -151,6 +153,14 @@ fn bad_values_are_refused_with_their_json_path() {
         (
             json!({"readiness": {"http": "/a", "connect": true}}),
             "readiness",
+        ),
+        (
+            json!({"readiness": {"connect": false}}),
+            "readiness/connect",
+        ),
+        (
+            json!({"readiness": {"connect": "yes"}}),
+            "readiness/connect",
         ),
         (json!({"readiness": {"timeout": "x"}}), "readiness/timeout"),
         (json!({"readiness": {"tcp": 1}}), "readiness/tcp"),
