@@ -2,12 +2,14 @@
 
 use super::*;
 
-/// Bound on rein's resident memory while 200 MB go down and 100 MB go up. A proxy that streams holds a few
+/// Bound on rein's resident memory while 1 GiB goes down and 1 GiB goes up. A proxy that streams holds a few
 /// buffers per connection (hyper reads at most ~400 kB ahead, and socket buffers are kernel memory, not RSS),
 /// so rein stays near its idle size (~10-20 MB in a debug build). One that buffered either body would need at
-/// least 100 MB more. 100 MB in all, and at most 60 MB above the idle size, tells the two apart.
+/// least 1 GiB more. 100 MB in all, and at most 60 MB above the idle size, tells the two apart.
 const RSS_LIMIT_KB: u64 = 100 * 1024;
 const RSS_GROWTH_KB: u64 = 60 * 1024;
+/// The size the issue names for each direction.
+const GIB: u64 = 1 << 30;
 
 #[test]
 fn large_bodies_stream_both_ways_in_bounded_memory() {
@@ -15,15 +17,15 @@ fn large_bodies_stream_both_ways_in_bounded_memory() {
     let a = Backend::python("A", "0", &[]);
     let addr = rein.serve_with(
         json!([{"action": {"proxy": format!("http://{}", a.addr())}}]),
-        json!({"settings": {"http": {"max_body_size": 200 * 1024 * 1024}}}),
+        json!({"settings": {"http": {"max_body_size": GIB}}}),
     );
     let idle = rss_kb(rein.pid());
 
-    // 200 MB down, read as it comes.
+    // 1 GiB down, read as it comes.
     let sampler = RssSampler::start(rein.pid());
     let mut conn = open(addr);
     conn.get_mut()
-        .write_all(b"GET /big?mb=200 HTTP/1.1\r\nHost: test\r\n\r\n")
+        .write_all(b"GET /big?mb=1024 HTTP/1.1\r\nHost: test\r\n\r\n")
         .unwrap();
     let mut line = String::new();
     conn.read_line(&mut line).unwrap();
@@ -41,20 +43,20 @@ fn large_bodies_stream_both_ways_in_bounded_memory() {
             length = v.trim().parse::<u64>().ok();
         }
     }
-    assert_eq!(length, Some(200 << 20));
+    assert_eq!(length, Some(GIB));
     let mut buf = vec![0u8; 1 << 20];
     let mut got = 0u64;
-    while got < 200 << 20 {
+    while got < GIB {
         let n = conn.read(&mut buf).unwrap();
         assert!(n > 0, "download cut after {got} bytes");
         got += n as u64;
     }
-    assert_eq!(got, 200 << 20);
+    assert_eq!(got, GIB);
     let peak_down = sampler.peak();
 
-    // 100 MB up, counted by the backend.
+    // 1 GiB up, counted by the backend.
     let sampler = RssSampler::start(rein.pid());
-    let total = 100u64 << 20;
+    let total = GIB;
     conn.get_mut()
         .write_all(
             format!("POST /count-upload HTTP/1.1\r\nHost: test\r\nContent-Length: {total}\r\n\r\n")
@@ -62,7 +64,7 @@ fn large_bodies_stream_both_ways_in_bounded_memory() {
         )
         .unwrap();
     let chunk = vec![b'u'; 1 << 20];
-    for _ in 0..100 {
+    for _ in 0..GIB >> 20 {
         conn.get_mut().write_all(&chunk).unwrap();
     }
     let r = read_response(&mut conn, false).expect("an answer to the upload");
