@@ -12,7 +12,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 
 use super::retry::{self, Failed};
-use super::{Held, Outgoing, ProxyError, broken, client_ip, is_idempotent, upload};
+use super::{Held, Outgoing, ProxyError, broken, client_ip, is_idempotent, send_failed, upload};
 use crate::body::{self as rbody, Body};
 use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
 use crate::upstream::{Pooled, ServerState, Slot, Upstream};
@@ -169,16 +169,7 @@ async fn attempt(
             });
             Ok((response, slot))
         }
-        Err(e) => {
-            let stale = reused && e.stale;
-            Err(Failed {
-                error: broken(&slot, e.error),
-                stale,
-                unsent: e.unsent,
-                // The server had closed the connection: it never saw the request.
-                reached: !stale,
-            })
-        }
+        Err(e) => Err(send_failed(&slot, e, reused)),
     }
 }
 

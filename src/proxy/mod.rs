@@ -22,7 +22,7 @@ use crate::body::{self as rbody, Body};
 use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{ExchangeError, Slot, Upstream};
+use crate::upstream::{ExchangeError, SendError, Slot, Upstream};
 pub(crate) use body::Held;
 use body::{Upload, UploadWatch};
 pub use error::ProxyError;
@@ -131,16 +131,19 @@ async fn attempt_one(
                 .on_reuse(move |conn| pool.pool.put(conn));
             Ok((response, slot))
         }
-        Err(e) => {
-            let stale = reused && e.stale;
-            Err(Failed {
-                error: broken(&slot, e.error),
-                stale,
-                unsent: e.unsent,
-                // The server had closed the connection: it never saw the request.
-                reached: !stale,
-            })
-        }
+        Err(e) => Err(send_failed(&slot, e, reused)),
+    }
+}
+
+/// A failed send, for either transport. On a reused keep-alive connection that the server had already closed
+/// (`stale`), the request never reached the server.
+pub(crate) fn send_failed<E: ExchangeError>(slot: &Slot, e: SendError<E>, reused: bool) -> Failed {
+    let stale = reused && e.stale;
+    Failed {
+        error: broken(slot, e.error),
+        stale,
+        unsent: e.unsent,
+        reached: !stale,
     }
 }
 

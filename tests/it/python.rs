@@ -20,8 +20,8 @@ fn apps() -> String {
         .to_string()
 }
 
-/// A Python app over `tests/apps/python`; `extra` overrides top-level keys.
-fn python_app(module: &str, extra: Value) -> Value {
+/// A Python app over `tests/apps/python`; `extra` overrides top-level keys (`path` included).
+pub(crate) fn python_app(module: &str, extra: Value) -> Value {
     let mut app = json!({
         "type": "python",
         "path": apps(),
@@ -215,15 +215,12 @@ fn import_errors_are_refused_with_the_traceback_and_nothing_changes() {
     assert_eq!(apps, "wsgi_app");
 }
 
-#[test]
-fn rolling_reloads_under_load_fail_no_request() {
+/// Three rolling reloads under keep-alive load: no failed request, and the last reload's report says so.
+fn reloads_under_load_fail_no_request(app: Value, paths: &[&'static str]) {
     let rein = Rein::start();
-    let addr = serve_app(
-        &rein,
-        python_app("wsgi_app", json!({"processes": 2, "threads": 2})),
-    );
+    let addr = serve_app(&rein, app);
     wait_for("the app to answer", || get(addr, "/hello").status == 200);
-    let load = Load::start(addr, &["/hello", "/hello", "/hello", "/env"]);
+    let load = Load::start(addr, paths);
     for _ in 0..3 {
         load.wait_more(200);
         let (code, body) = rein.api("GET", "/control/applications/py/restart", None);
@@ -237,6 +234,25 @@ fn rolling_reloads_under_load_fail_no_request() {
     assert_eq!(last["ok"], true, "{st}");
     assert!(last["requests_served"].as_u64().unwrap_or(0) > 0, "{st}");
     assert_eq!(last["requests_failed"], 0, "{st}");
+}
+
+#[test]
+fn rolling_reloads_under_load_fail_no_request() {
+    reloads_under_load_fail_no_request(
+        python_app("wsgi_app", json!({"processes": 2, "threads": 2})),
+        &["/hello", "/hello", "/hello", "/env"],
+    );
+}
+
+#[test]
+fn asgi_rolling_reloads_under_load_fail_no_request() {
+    reloads_under_load_fail_no_request(
+        python_app(
+            "asgi_app",
+            json!({"protocol": "asgi", "callable": "app", "processes": 2}),
+        ),
+        &["/hello", "/hello", "/scope"],
+    );
 }
 
 /// The adapter's own protocol-level suite (`tests/apps/python/test_adapter.py`: FastCGI records, every PEP 3333
@@ -281,26 +297,4 @@ fn home_picks_the_virtualenv_and_environment_reaches_the_app() {
         "{runtime}"
     );
     assert_eq!(runtime["greeting"], "hi from rein", "{runtime}");
-}
-
-#[test]
-fn asgi_rolling_reloads_under_load_fail_no_request() {
-    let rein = Rein::start();
-    let addr = serve_app(
-        &rein,
-        python_app(
-            "asgi_app",
-            json!({"protocol": "asgi", "callable": "app", "processes": 2}),
-        ),
-    );
-    wait_for("the app to answer", || get(addr, "/hello").status == 200);
-    let load = Load::start(addr, &["/hello", "/hello", "/scope"]);
-    for _ in 0..3 {
-        load.wait_more(200);
-        let (code, body) = rein.api("GET", "/control/applications/py/restart", None);
-        assert_eq!(code, 200, "{body}");
-    }
-    load.wait_more(200);
-    let (ok, failures) = load.finish();
-    assert_no_failures(&ok, &failures);
 }

@@ -6,16 +6,11 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::harness::{Rein, get, wait_for};
+use crate::python::python_app;
 
-/// A Python app importing `module` from `dir`, with the tests' short timeouts.
+/// A Python app importing `module` from `dir`, with the tests' short timeouts; `extra` overrides top-level keys.
 fn app(dir: &Path, module: &str, extra: Value) -> Value {
-    let mut app = json!({
-        "type": "python",
-        "path": dir.display().to_string(),
-        "module": module,
-        "stop": {"timeout": 2},
-        "restart": {"min_interval": 0.2, "backoff_max": 1, "stable_after": 0.5},
-    });
+    let mut app = python_app(module, json!({"path": dir.display().to_string()}));
     if let Value::Object(more) = extra {
         app.as_object_mut().unwrap().extend(more);
     }
