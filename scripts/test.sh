@@ -4,13 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Tools the suite uses beyond Rust itself: a C compiler and make for the build (jemalloc), Python 3 and Node.js for the test
+# Tools the suite uses beyond Rust itself: a C compiler and make for the build (jemalloc), Python 3 (with venv) and Node.js for the test
 # backends and apps (tests/backends, tests/apps), PHP-FPM for the PHP apps, md5sum (coreutils) to check uploads.
 packages=()
 { command -v cc && command -v make; } >/dev/null || packages+=(build-essential)
 command -v python3 >/dev/null || packages+=(python3)
+# venv with ensurepip (Debian splits it out): the `home` test makes a virtualenv.
+python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
 command -v node >/dev/null || packages+=(nodejs)
 compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
+# `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed).
+command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=(iproute2)
+command -v unshare >/dev/null || packages+=(util-linux)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

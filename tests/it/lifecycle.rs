@@ -371,3 +371,48 @@ fn workers_share_listeners_and_a_unix_socket_file_outlives_its_removed_predecess
         "the file of the listener that stays is kept"
     );
 }
+
+/// The README's first command: `rein run` with no configuration serves the welcome page on 127.0.0.1:8080.
+/// That port is fixed, so rein runs in a network namespace of its own (`unshare -rn`: a user namespace makes it
+/// work without root), where the port is surely free; the client runs in the same namespace.
+#[test]
+fn with_no_configuration_rein_serves_the_welcome_page_on_port_8080() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let client = r#"
+import sys, time, urllib.request
+deadline = time.monotonic() + 20
+while True:
+    try:
+        r = urllib.request.urlopen("http://127.0.0.1:8080/", timeout=2)
+        print(r.status, r.headers.get("Content-Type"))
+        print(r.read().decode())
+        break
+    except OSError as e:
+        if time.monotonic() > deadline:
+            sys.exit(f"no answer on 127.0.0.1:8080: {e}")
+        time.sleep(0.02)
+"#;
+    let script = r#"PATH="$PATH:/usr/sbin:/sbin"; ip link set lo up || exit 97
+"$0" run --state "$1" --log "$1.log" &
+python3 -c "$2"; status=$?
+kill -TERM $! && wait $!
+exit $status"#;
+    let out = Command::new("unshare")
+        .args(["-rn", "sh", "-c", script, env!("CARGO_BIN_EXE_rein")])
+        .arg(&state)
+        .arg(client)
+        .output()
+        .expect("unshare (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "status {:?}\n{text}\n{}\nrein's log:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(dir.path().join("state.log")).unwrap_or_default()
+    );
+    assert!(text.starts_with("200 text/html"), "{text}");
+    assert!(text.contains("<title>rein is running</title>"), "{text}");
+    assert!(state.join("welcome/index.html").is_file());
+}
