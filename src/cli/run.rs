@@ -59,6 +59,7 @@ fn fail(message: String) -> ExitCode {
 }
 
 async fn serve(args: RunArgs) -> Result<(), String> {
+    let signals = Signals::install()?;
     let state_dir = args.control.state_dir();
     let state = StateDir::open(&state_dir).map_err(|e| {
         format!(
@@ -88,7 +89,7 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     let stop = CancellationToken::new();
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
-    wait_for_stop(&engine, args.config.as_deref()).await?;
+    wait_for_stop(&engine, args.config.as_deref(), signals).await;
 
     tracing::info!("stopping: no new connections; letting requests in flight finish");
     let drained = engine
@@ -136,21 +137,36 @@ fn read_config(path: &Path) -> Result<Value, String> {
     serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
 }
 
+/// The signals rein answers. They are installed first thing, before anything is bound or served: one that came
+/// while rein starts would otherwise meet its default action, which for SIGHUP (a log rotation, a reload
+/// script) is to end rein on the spot. Caught early, it is handled once rein runs.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, String> {
+        let sig = |kind| signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"));
+        Ok(Signals {
+            term: sig(SignalKind::terminate())?,
+            int: sig(SignalKind::interrupt())?,
+            quit: sig(SignalKind::quit())?,
+            hup: sig(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Serves signals until one asks to stop; SIGHUP reloads `--config` on the way.
-async fn wait_for_stop(engine: &Arc<Engine>, config: Option<&Path>) -> Result<(), String> {
-    let sig = |kind| signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"));
-    let (mut term, mut int, mut quit, mut hup) = (
-        sig(SignalKind::terminate())?,
-        sig(SignalKind::interrupt())?,
-        sig(SignalKind::quit())?,
-        sig(SignalKind::hangup())?,
-    );
+async fn wait_for_stop(engine: &Arc<Engine>, config: Option<&Path>, mut signals: Signals) {
     loop {
         tokio::select! {
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
-            _ = quit.recv() => return Ok(()),
-            _ = hup.recv() => reload(engine, config).await,
+            _ = signals.term.recv() => return,
+            _ = signals.int.recv() => return,
+            _ = signals.quit.recv() => return,
+            _ = signals.hup.recv() => reload(engine, config).await,
         }
     }
 }
