@@ -609,10 +609,15 @@ pub(super) fn spec(
     };
     // Unit's `stdout` / `stderr` when set, else the app's log.
     let output = |o: &Option<Output>| o.clone().unwrap_or_else(|| Output::Log(paths.log.clone()));
+    let node = is_node(&executable, &arguments, c.working_directory.as_deref())
+        .then(|| paths.node.clone())
+        .flatten();
+    let arguments = match &node {
+        Some((_, modules)) => unit_loader_arguments(arguments, modules),
+        None => arguments,
+    };
     Ok(SpawnSpec {
-        node: is_node(&executable, &arguments, c.working_directory.as_deref())
-            .then(|| paths.node.clone())
-            .flatten(),
+        node,
         executable,
         arguments,
         working_directory: c.working_directory.clone(),
@@ -664,6 +669,19 @@ fn is_node(
         _ => executable.to_path_buf(),
     };
     shebang_is_node(&script)
+}
+
+/// Unit's Node.js loader setup names `--loader unit-http/loader.mjs`, which Node resolves without
+/// `NODE_PATH`: it becomes the absolute path of rein's stand-in (`--require unit-http/loader` resolves
+/// through `NODE_PATH` as it is).
+fn unit_loader_arguments(arguments: Vec<String>, modules: &std::path::Path) -> Vec<String> {
+    arguments
+        .into_iter()
+        .map(|a| match a.as_str() {
+            "unit-http/loader.mjs" => modules.join(&a).display().to_string(),
+            _ => a,
+        })
+        .collect()
 }
 
 /// Whether the file starts with a `#!` line whose interpreter, or `env`'s program, is `node`.

@@ -857,6 +857,60 @@ fn applications_as_unit_documents_them() {
         back.text()
     );
 
+    // https://unit.nginx.org/howto/wordpress/ (source/howto/wordpress.rst): scripts named in the URI and
+    // /wp-admin/ run directly, files are shared, anything else goes to index.php. (The howto's share is
+    // "/path/to/wordpress/", written before Unit 1.26 made share a file path; "$uri" is appended here, as
+    // the howto's later revisions do.)
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes/wordpress"}},
+        "routes": {"wordpress": [
+            {"match": {"uri": ["*.php", "*.php/*", "/wp-admin/"]},
+             "action": {"pass": "applications/wordpress/direct"}},
+            {"action": {"share": format!("{php}$uri"),
+                        "fallback": {"pass": "applications/wordpress/index"}}}
+        ]},
+        "applications": {"wordpress": {"type": "php", "targets": {
+            "direct": {"root": format!("{php}/")},
+            "index": {"root": format!("{php}/"), "script": "index.php"}
+        }}}
+    }));
+    let wp = rein.bound("127.0.0.1:0");
+    assert!(
+        req(wp, "GET", "/hello.php", &[])
+            .text()
+            .starts_with("hello:")
+    );
+    assert_eq!(
+        req(wp, "GET", "/style.css", &[]).header("content-type"),
+        Some("text/css")
+    );
+    let front = req(wp, "GET", "/2024/01/a-post/", &[]).text();
+    assert!(
+        front.starts_with("front|/2024/01/a-post/|/index.php"),
+        "{front}"
+    );
+
+    // https://unit.nginx.org/howto/express/ (source/howto/express.rst): /usr/bin/env node with Unit's
+    // loaders, and an app that calls listen() with no port (plain `http` stands in for Express).
+    let express = work.join("express");
+    std::fs::create_dir_all(&express).unwrap();
+    std::fs::write(
+        express.join("app.js"),
+        "#!/usr/bin/env node\nconst http = require('http')\n\
+         http.createServer((req, res) => res.end('Hello, Express on Unit!')).listen()\n",
+    )
+    .unwrap();
+    let a = run(
+        "express",
+        json!({
+            "type": "external",
+            "working_directory": express.display().to_string(),
+            "executable": "/usr/bin/env",
+            "arguments": ["node", "--loader", "unit-http/loader.mjs", "--require", "unit-http/loader", "app.js"]
+        }),
+    );
+    assert_eq!(req(a, "GET", "/", &[]).text(), "Hello, Express on Unit!");
+
     // UNIT#configuration-nodejs: "Supply your .js pathname here and start the file itself with a proper
     // shebang", relative to working_directory, for an app that uses `unit-http` (user/group left out: rein is
     // not root here).
