@@ -370,6 +370,14 @@ fn actions_and_variables_as_unit_documents_them() {
     // "It does not affect the query but changes the uri and $request_uri variables."
     assert_eq!(r.header("x-request-uri"), Some("/commonBackend?x=1"));
 
+    // "Avoid infinite loops": one that never ends is stopped (500) rather than spinning.
+    let a = serve(
+        &rein,
+        "routes",
+        json!([{"action": {"rewrite": "/again$uri", "pass": "routes"}}]),
+    );
+    assert_eq!(status(a, "/x", &[]), 500);
+
     // UNIT#configuration-return and UNIT#variables-examples.
     let a = serve(
         &rein,
@@ -857,6 +865,22 @@ fn applications_as_unit_documents_them() {
         back.text()
     );
 
+    // UNIT#configuration-listeners: "pass": "applications/blogs$uri" picks a target by the URI.
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "applications/php-app$uri"}},
+        "applications": {"php-app": {"type": "php", "targets": {
+            "front": {"script": "hello.php", "root": php},
+            "back": {"script": "env.php", "root": php}
+        }}}
+    }));
+    let by_uri = rein.bound("127.0.0.1:0");
+    assert!(
+        req(by_uri, "GET", "/front", &[])
+            .text()
+            .starts_with("hello:")
+    );
+    assert_eq!(status(by_uri, "/side", &[]), 404, "no such target");
+
     // https://unit.nginx.org/howto/wordpress/ (source/howto/wordpress.rst): scripts named in the URI and
     // /wp-admin/ run directly, files are shared, anything else goes to index.php. (The howto's share is
     // "/path/to/wordpress/", written before Unit 1.26 made share a file path; "$uri" is appended here, as
@@ -948,6 +972,18 @@ fn settings_and_access_log_as_unit_documents_them() {
     }}}));
     let r = req(a, "GET", "/main.c", &[]);
     assert_eq!(r.header("content-type"), Some("text/x-code"));
+    // The curl example: PUT '{"text/x-code": [".c", ".h"]}' to .../settings/http/static/mime_types.
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/settings/http/static/mime_types",
+        Some(r#"{"text/x-code": [".c", ".h"]}"#),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["success"], "Reconfiguration done.");
+    // And curl -X PUT -d '"/var/log/access.log"' .../config/access_log.
+    let quoted = serde_json::to_string(&log.display().to_string()).unwrap();
+    let (code, body) = rein.api("PUT", "/config/access_log", Some(&quoted));
+    assert_eq!(code, 200, "{body}");
     // The string form, then the object form with Unit's default format.
     let lp = log.display().to_string();
     rein.serve_with(routes.clone(), json!({"access_log": lp}));
