@@ -340,6 +340,27 @@ fn actions_and_variables_as_unit_documents_them() {
     assert_eq!(status(a, "/v2_site/x", &[]), 211);
     assert_eq!(status(a, "/other", &[]), 212);
 
+    // UNIT#configuration-variables: arg_, cookie_ and header_ names as Unit writes them ("the names of the
+    // header_* variables are case insensitive"; "the rightmost one is used" for a repeated argument).
+    let a = serve(
+        &rein,
+        "routes",
+        json!([{"action": {"return": 200, "response_headers": {
+            "X-Arg": "$arg_queryTimeout", "X-Color": "$arg_Color", "X-Cookie": "$cookie_sessionId",
+            "X-Ae": "$header_Accept_Encoding"
+        }}}]),
+    );
+    let r = req(
+        a,
+        "GET",
+        "/?queryTimeout=5&Color=Red&Color=Blue",
+        &[("Cookie", "sessionId=s1"), ("accept-encoding", "gzip")],
+    );
+    assert_eq!(r.header("x-arg"), Some("5"));
+    assert_eq!(r.header("x-color"), Some("Blue"));
+    assert_eq!(r.header("x-cookie"), Some("s1"));
+    assert_eq!(r.header("x-ae"), Some("gzip"));
+
     // UNIT#configuration-rewrite: "prefixes the request URI with /v1 and returns it to routing".
     let a = serve(
         &rein,
@@ -800,6 +821,35 @@ fn applications_as_unit_documents_them() {
     assert_eq!(r.status, 200, "{}", r.text());
     let env: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(env["SCRIPT_NAME"], "/cart", "{env}");
+    // UNIT#configuration-routes-action, "An example": rewrite + pass, a share array with a fallback to an
+    // upstream, a proxy, a redirect (the servers behind are closed ports: acceptance and routing only).
+    let www = rein.dir.path().join("www");
+    file(&www, "static/assets/a.jpg", b"jpg");
+    let w = www.display().to_string();
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes"}},
+        "routes": [
+            {"match": {"uri": ["/v1/*", "/v2/*"]}, "action": {"rewrite": "/app/$uri", "pass": "applications/app"}},
+            {"match": {"uri": "~\\.jpe?g$"},
+             "action": {"share": [format!("{w}/static$uri"), format!("{w}/static/assets$uri")],
+                        "fallback": {"pass": "upstreams/cdn"}}},
+            {"match": {"uri": "/proxy/*"}, "action": {"proxy": "http://192.168.0.100:80"}},
+            {"match": {"uri": "/return/*"}, "action": {"return": 301, "location": "https://www.example.com"}}
+        ],
+        "applications": {"app": {"type": "python", "path": py, "module": "wsgi_app"}},
+        "upstreams": {"cdn": {"servers": {"127.0.0.3:9": {}}}}
+    }));
+    let ex = rein.bound("127.0.0.1:0");
+    assert_eq!(req(ex, "GET", "/a.jpg", &[]).text(), "jpg");
+    assert_eq!(status(ex, "/return/x", &[]), 301);
+    let r = req(ex, "GET", "/v1/env", &[]);
+    // The app (which knows no such path) says which one it got: the rewritten one.
+    let seen = r.text();
+    assert!(
+        r.status == 404 && seen.contains("/app/") && seen.trim_end().ends_with("/v1/env"),
+        "{seen}"
+    );
+
     // UNIT#configuration-proc-mgmt-prcs: the dynamic process object, and the empty one.
     for processes in [
         json!({"max": 10, "spare": 5, "idle_timeout": 20}),
