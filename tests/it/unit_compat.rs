@@ -1183,6 +1183,14 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         "routes": [{"action": {"share": "`/www/html${hellonjs.hello(vars)}`"}}]}),
         "routes/0/action/share",
     );
+    // UNIT#configuration-return: "Integer (000–999)"; codes below 100 are not HTTP statuses.
+    refuses(
+        &rein,
+        "return 0",
+        json!({"listeners": {"127.0.0.1:0": {"pass": "routes"}},
+        "routes": [{"action": {"return": 0}}]}),
+        "routes/0/action/return",
+    );
     // The JSON access-log format (Unit 1.34).
     refuses(
         &rein,
