@@ -64,7 +64,7 @@ fn compile_listener(
     path: &JsonPath,
 ) -> Result<Compiled1, ConfigError> {
     let map = object(v, path)?;
-    known_keys(map, &["pass", "backlog", "forwarded"], path)?;
+    known_keys(map, &["pass", "backlog", "forwarded", "client_ip"], path)?;
     let pass = map
         .get("pass")
         .ok_or_else(|| path.error("a listener needs a \"pass\""))?;
@@ -73,9 +73,15 @@ fn compile_listener(
         Some(b) => integer(b, &path.key("backlog"), i32::MAX as u64)? as i32,
         None => 511,
     };
-    let forwarded = match map.get("forwarded") {
-        Some(f) => Some(Forwarded::compile(f, &path.key("forwarded"))?),
-        None => None,
+    let forwarded = match (map.get("forwarded"), map.get("client_ip")) {
+        (Some(_), Some(_)) => {
+            return Err(path
+                .key("client_ip")
+                .error("Unit's older form of \"forwarded\": give one or the other"));
+        }
+        (Some(f), None) => Some(Forwarded::compile(f, &path.key("forwarded"))?),
+        (None, Some(c)) => Some(legacy_client_ip(c, &path.key("client_ip"))?),
+        (None, None) => None,
     };
     Ok(Compiled1 {
         addr,
@@ -111,4 +117,18 @@ pub fn parse_addr(name: &str) -> Result<ListenAddr, String> {
 fn bad_addr() -> String {
     "not a listener address; expected \"*:PORT\", \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\""
         .into()
+}
+
+/// Unit's `client_ip` listener option from before 1.28, which Unit still takes: `{"header", "source",
+/// "recursive"}`, the `forwarded` object with `header` for `client_ip` and no `protocol`.
+fn legacy_client_ip(v: &Value, path: &JsonPath) -> Result<Forwarded, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(map, &["header", "source", "recursive"], path)?;
+    let header = map
+        .get("header")
+        .ok_or_else(|| path.error("needs \"header\": the field holding the client's address"))?;
+    let mut forwarded = map.clone();
+    forwarded.remove("header");
+    forwarded.insert("client_ip".into(), header.clone());
+    Forwarded::compile(&Value::Object(forwarded), path)
 }

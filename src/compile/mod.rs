@@ -64,7 +64,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
     for (name, listener) in &listeners.by_name {
         targets.check(&listener.pass, &root.key("listeners").key(name).key("pass"))?;
     }
-    for (pass, path) in &passes {
+    for (pass, path, _) in &passes {
         targets.check(pass, path)?;
     }
     routes::check_cycles(&routes, &passes)?;

@@ -15,7 +15,10 @@ use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
 
 /// Every fixed `pass` found in the routes, with its path, for checks that need the whole document.
-pub type Passes = Vec<(Pass, JsonPath)>;
+/// Each fixed pass with its path, and whether its action also has a `rewrite` (a pass back to the same
+/// route is then no loop by itself: the new URI may match another step, as in Unit's
+/// `{"rewrite": "/v1$uri", "pass": "routes"}`; a request that does loop is stopped after 32 passes).
+pub type Passes = Vec<(Pass, JsonPath, bool)>;
 
 const ACTION_KEYS: &[&str] = &[
     "pass",
@@ -111,7 +114,8 @@ pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action,
             let pass_path = path.key("pass");
             let pass = compile_pass(&map["pass"], &pass_path)?;
             if let Pass::Fixed(target) = &pass {
-                passes.push((Pass::Fixed(target.clone()), pass_path));
+                let rewrites = map.contains_key("rewrite");
+                passes.push((Pass::Fixed(target.clone()), pass_path, rewrites));
             }
             ActionKind::Pass(pass)
         }
@@ -121,7 +125,11 @@ pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action,
             let fcgi = super::fastcgi::action(&map["fastcgi"], &path.key("fastcgi"))?;
             if let FastCgiServer::Upstream(name) = &fcgi.server {
                 let target = PassTarget::Upstream(name.clone());
-                passes.push((Pass::Fixed(target), path.key("fastcgi").key("server")));
+                passes.push((
+                    Pass::Fixed(target),
+                    path.key("fastcgi").key("server"),
+                    false,
+                ));
             }
             ActionKind::FastCgi(Box::new(fcgi))
         }
@@ -289,13 +297,20 @@ pub fn compile_pass(v: &Value, path: &JsonPath) -> Result<Pass, ConfigError> {
     })
 }
 
-/// Parses a destination string; also used at request time for passes with variables.
+/// Parses a destination string; also used at request time for passes with variables. As in Unit, each
+/// segment may be percent-encoded, so `routes/a%2Fb` names the route `a/b`.
 pub fn parse_pass(s: &str) -> Option<PassTarget> {
+    let decode = |p: &str| {
+        percent_encoding::percent_decode_str(p)
+            .decode_utf8()
+            .map(|d| d.into_owned())
+    };
     let mut parts = s.splitn(3, '/');
-    let section = parts.next()?;
-    let name = parts.next();
-    let rest = parts.next();
-    match (section, name, rest) {
+    let section = decode(parts.next()?).ok()?;
+    let name = parts.next().map(decode).transpose().ok()?;
+    let rest = parts.next().map(decode).transpose().ok()?;
+    let (name, rest) = (name.as_deref(), rest.as_deref());
+    match (section.as_str(), name, rest) {
         ("routes", None, None) => Some(PassTarget::Route(String::new())),
         ("routes", Some(n), None) if !n.is_empty() => Some(PassTarget::Route(n.to_owned())),
         // `applications/NAME/TARGET` names one of an application's targets.
@@ -369,10 +384,10 @@ pub fn check_cycles(
         };
         passes
             .iter()
-            .filter(|(_, p)| {
-                p.as_str().starts_with(&prefix) && belongs_to(p.as_str(), name, routes)
+            .filter(|(_, p, rewrites)| {
+                !rewrites && p.as_str().starts_with(&prefix) && belongs_to(p.as_str(), name, routes)
             })
-            .filter_map(|(pass, p)| match pass {
+            .filter_map(|(pass, p, _)| match pass {
                 Pass::Fixed(PassTarget::Route(to)) => Some((to.clone(), p.clone())),
                 _ => None,
             })

@@ -106,7 +106,7 @@ fn write_log(entry: LogEntry, sent: u64) {
     };
     if let Some(cond) = &conf.condition {
         let value = cond.template.render(&ctx);
-        let truthy = !(value.is_empty() || value == "0");
+        let truthy = !matches!(value.as_str(), "" | "0" | "false" | "null" | "undefined");
         if truthy == cond.negate {
             return;
         }

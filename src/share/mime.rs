@@ -73,21 +73,25 @@ impl MimeTypes {
 
     /// The MIME type of `file_name` (a bare name; anything before the last `/` is ignored).
     pub fn lookup(&self, file_name: &str) -> &str {
+        self.known(file_name).unwrap_or(OCTET_STREAM)
+    }
+
+    /// The MIME type of `file_name` when the user's table or the built-in one has it. As in Unit, `types`
+    /// sees an unknown type as `""` (so `"types": ["!"]` refuses files of unknown type).
+    pub fn known(&self, file_name: &str) -> Option<&str> {
         let name = file_name.rsplit('/').next().unwrap_or(file_name);
         if let Some(mime) = self.by_name.get(name) {
-            return mime;
+            return Some(mime);
         }
         // "archive.tar.gz" is "gz"; ".profile" has no extension, like "Makefile".
         let ext = match name.rfind('.') {
             Some(dot) if dot > 0 => &name[dot + 1..],
-            _ => return OCTET_STREAM,
+            _ => return None,
         };
         if let Some(mime) = self.by_extension.get(&ext.to_ascii_lowercase()) {
-            return mime;
+            return Some(mime);
         }
-        mime_guess::from_ext(ext)
-            .first_raw()
-            .unwrap_or(OCTET_STREAM)
+        mime_guess::from_ext(ext).first_raw()
     }
 }
 

@@ -132,9 +132,10 @@ pub async fn serve(
             return ShareOutcome::Served(response::internal_error());
         }
     };
-    let mime_type = mime.lookup(&path);
-    if types.is_some_and(|accept| !accept(mime_type)) {
+    let known = mime.known(&path);
+    if types.is_some_and(|accept| !accept(known.unwrap_or(""))) {
         return ShareOutcome::Forbidden;
     }
+    let mime_type = known.unwrap_or(mime::OCTET_STREAM);
     ShareOutcome::Served(response::file(rep, vary, mime_type, head, headers))
 }

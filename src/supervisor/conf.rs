@@ -224,6 +224,9 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         }
     }
     conf.hand_workers_to_fpm();
+    if let AppKind::External = conf.kind {
+        conf.executable = unit_relative(conf.executable, conf.working_directory.as_deref());
+    }
     // After the loop: relative watch paths resolve against the working directory, wherever it was written.
     if let Some(w) = map.get("watch") {
         conf.watch = Some(watch::compile(
@@ -233,6 +236,16 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         )?);
     }
     Ok(conf)
+}
+
+/// Unit takes an external app's `executable` "absolute or relative to `working_directory`", so a bare name
+/// (`"app.js"`) that is a file there runs from there; other bare names are searched in `PATH` (`"node"`).
+fn unit_relative(executable: PathBuf, working_directory: Option<&std::path::Path>) -> PathBuf {
+    let bare = executable.components().count() == 1 && executable.is_relative();
+    match working_directory {
+        Some(dir) if bare && dir.join(&executable).is_file() => PathBuf::from(".").join(executable),
+        _ => executable,
+    }
 }
 
 impl AppConf {

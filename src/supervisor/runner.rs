@@ -609,8 +609,15 @@ pub(super) fn spec(
     };
     // Unit's `stdout` / `stderr` when set, else the app's log.
     let output = |o: &Option<Output>| o.clone().unwrap_or_else(|| Output::Log(paths.log.clone()));
+    let node = is_node(&executable, &arguments, c.working_directory.as_deref())
+        .then(|| paths.node.clone())
+        .flatten();
+    let arguments = match &node {
+        Some((_, modules)) => unit_loader_arguments(arguments, modules),
+        None => arguments,
+    };
     Ok(SpawnSpec {
-        node: is_node(&executable).then(|| paths.node.clone()).flatten(),
+        node,
         executable,
         arguments,
         working_directory: c.working_directory.clone(),
@@ -637,10 +644,68 @@ pub(super) fn server_addr(addr: &AppSocket) -> ServerAddr {
     }
 }
 
-/// Node.js gets rein's preload (its `listen()` takes the passed socket) and the `unit-http` alias.
-fn is_node(executable: &std::path::Path) -> bool {
-    executable
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n == "node" || n == "nodejs")
+/// Node.js gets rein's preload (its `listen()` takes the passed socket) and the `unit-http` alias. Node
+/// runs as `node`, as Unit's loader setup does (`/usr/bin/env node ...`), or as Unit's documentation
+/// shows a Node.js app: a `.js` script with a `#!/usr/bin/env node` shebang as the executable.
+fn is_node(
+    executable: &std::path::Path,
+    arguments: &[String],
+    working_directory: Option<&std::path::Path>,
+) -> bool {
+    let named_node = |p: &std::path::Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "node" || n == "nodejs")
+    };
+    if named_node(executable) {
+        return true;
+    }
+    if executable.file_name().is_some_and(|n| n == "env") {
+        let first = arguments.iter().find(|a| !a.starts_with('-'));
+        return first.is_some_and(|a| named_node(std::path::Path::new(a)));
+    }
+    let script = match working_directory {
+        Some(dir) if executable.is_relative() => dir.join(executable),
+        _ => executable.to_path_buf(),
+    };
+    shebang_is_node(&script)
+}
+
+/// Unit's Node.js loader setup names `--loader unit-http/loader.mjs`, which Node resolves without
+/// `NODE_PATH`: it becomes the absolute path of rein's stand-in (`--require unit-http/loader` resolves
+/// through `NODE_PATH` as it is).
+fn unit_loader_arguments(arguments: Vec<String>, modules: &std::path::Path) -> Vec<String> {
+    arguments
+        .into_iter()
+        .map(|a| match a.as_str() {
+            "unit-http/loader.mjs" => modules.join(&a).display().to_string(),
+            _ => a,
+        })
+        .collect()
+}
+
+/// Whether the file starts with a `#!` line whose interpreter, or `env`'s program, is `node`.
+fn shebang_is_node(script: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 128];
+    let Ok(n) = std::fs::File::open(script).and_then(|mut f| f.read(&mut head)) else {
+        return false;
+    };
+    let Some(line) = head[..n].strip_prefix(b"#!") else {
+        return false;
+    };
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.lines().next().unwrap_or("").split_whitespace();
+    let interpreter = words.next().map(std::path::Path::new);
+    match interpreter {
+        Some(i) if i.file_name().is_some_and(|n| n == "env") => {
+            let args: Vec<String> = words.map(str::to_owned).collect();
+            is_node(i, &args, None)
+        }
+        Some(i) => i
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "node" || n == "nodejs"),
+        None => false,
+    }
 }

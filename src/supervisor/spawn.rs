@@ -701,6 +701,8 @@ const NODE_HOOKS: &str = include_str!("node/hooks.mjs");
 const UNIT_HTTP_INDEX: &str = include_str!("node/unit-http/index.js");
 const UNIT_HTTP_MODULE: &str = include_str!("node/unit-http/index.mjs");
 const UNIT_HTTP_PACKAGE: &str = include_str!("node/unit-http/package.json");
+const UNIT_HTTP_LOADER: &str = include_str!("node/unit-http/loader.js");
+const UNIT_HTTP_LOADER_MODULE: &str = include_str!("node/unit-http/loader.mjs");
 
 /// Writes the Node.js support files under `dir` (`dir/node/preload.js`, the ES-module hook it registers
 /// `dir/node/hooks.mjs`, `dir/node/modules/unit-http/`), each atomically (temp file + rename) and
@@ -721,6 +723,8 @@ pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
         (&unit_http.join("index.js"), UNIT_HTTP_INDEX),
         (&unit_http.join("index.mjs"), UNIT_HTTP_MODULE),
         (&unit_http.join("package.json"), UNIT_HTTP_PACKAGE),
+        (&unit_http.join("loader.js"), UNIT_HTTP_LOADER),
+        (&unit_http.join("loader.mjs"), UNIT_HTTP_LOADER_MODULE),
     ] {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, text)?;

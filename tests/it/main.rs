@@ -17,3 +17,4 @@ mod python_reload;
 mod reload;
 mod routing;
 mod share;
+mod unit_compat;
