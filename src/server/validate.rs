@@ -1,14 +1,19 @@
-//! Request heads hyper accepts but a server must not: ambiguous framing and ambiguous hosts.
+//! Request heads hyper accepts but a server must not: ambiguous framing, ambiguous hosts, and `CONNECT`.
 //!
 //! These are the request-smuggling and cache-poisoning shapes (RFC 9112 §6.3, §3.2): answered before routing,
 //! with the connection closed afterwards so no bytes of a doubtful body are read as a next request.
 //! (A head with both `Content-Length` and `Transfer-Encoding: chunked` never reaches this check: hyper frames it
 //! by the transfer coding, as RFC 9112 §6.3 says, and drops the `Content-Length`, so no backend can see it.)
 
-use http::{HeaderMap, StatusCode, Version, header, request::Parts};
+use http::{HeaderMap, Method, StatusCode, Version, header, request::Parts};
 
-/// Checks framing and `Host`; an error carries the status to answer.
+/// Checks the method, framing and `Host`; an error carries the status to answer.
 pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
+    if parts.method == Method::CONNECT {
+        // rein is no forward proxy: a tunnel request has no route to take (its authority-form target has no
+        // path), and a 2xx answer would make hyper treat the connection as a tunnel.
+        return Err((StatusCode::NOT_IMPLEMENTED, "CONNECT"));
+    }
     let headers = &parts.headers;
     let hosts = headers.get_all(header::HOST).iter().count();
     if hosts > 1 {
@@ -86,6 +91,15 @@ mod tests {
             .header("host", "a")
             .header("host", "b");
         assert_eq!(check(&parts(two)).unwrap_err().0, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn connect_is_not_implemented() {
+        let connect = http::Request::connect("evil:443").header("host", "evil:443");
+        assert_eq!(
+            check(&parts(connect)).unwrap_err().0,
+            StatusCode::NOT_IMPLEMENTED
+        );
     }
 
     #[test]
