@@ -140,7 +140,7 @@ fn ambiguous_lengths_and_codings_are_refused() {
 fn malformed_heads_are_refused() {
     let rein = Rein::start();
     let addr = rein.serve_with(routes(None), settings());
-    let cases: [(&[u8], Option<u16>); 19] = [
+    let cases: [(&[u8], Option<u16>); 22] = [
         (b"GET /r HTTP/1.1\r\nHost: t\r\nX-A: 1\r\n folded\r\n\r\n", Some(400)),
         (b"GET /r HTTP/1.1\r\nHost : t\r\n\r\n", Some(400)),
         (b"POST /r HTTP/1.1\r\nHost: t\r\nTransfer-Encoding : chunked\r\nContent-Length: 1\r\n\r\nx", Some(400)),
@@ -155,6 +155,10 @@ fn malformed_heads_are_refused() {
         (b"GET /r HTTP/3.0\r\nHost: t\r\n\r\n", Some(400)),
         (b"GET /r HTTP/1.2\r\nHost: t\r\n\r\n", Some(400)),
         (b"GET /r\r\n\r\n", Some(400)),
+        // Host must be host[:port] (RFC 9112 §3.2); an empty one is allowed.
+        (b"GET /r HTTP/1.1\r\nHost: a b/c\r\n\r\n", Some(400)),
+        (b"GET /r HTTP/1.1\r\nHost: user@evil\r\n\r\n", Some(400)),
+        (b"GET /r HTTP/1.1\r\nHost: t:80x\r\n\r\n", Some(400)),
         (b"GET /r HTTP/1.1\r\nHost:\r\n\r\n", Some(200)),
         // Accepted by RFC 9112: obs-text in a value, bare LF line ends, empty lines before the request line.
         (b"GET /r HTTP/1.1\r\nHost: t\r\nX-A: caf\xe9\r\n\r\n", Some(200)),
