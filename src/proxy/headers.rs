@@ -106,7 +106,9 @@ pub fn write_upstream_fields(
     }
 }
 
-/// The fields a request's `Connection` field names (hop-by-hop by that naming).
+/// The fields a request's `Connection` field names (hop-by-hop by that naming). `Host` is never one: it is for
+/// every recipient (RFC 9110 §7.6.1), and a client that named it would have the server see another host than
+/// the one rein routed on.
 fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
     headers
         .get_all(header::CONNECTION)
@@ -114,6 +116,7 @@ fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter(|name| *name != header::HOST)
 }
 
 #[cfg(test)]
@@ -197,6 +200,12 @@ mod tests {
              x-forwarded-for: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\nx-forwarded-proto: https\r\n\
              x-forwarded-host: example.com\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn connection_cannot_remove_the_host() {
+        let h = map(&[("host", "a.example"), ("connection", "Host")]);
+        assert!(written(&h, false).contains("\r\nhost: a.example\r\n"));
     }
 
     #[test]

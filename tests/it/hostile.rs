@@ -380,6 +380,23 @@ fn the_backend_receives_exactly_one_framing_and_one_request() {
     assert_eq!(conn.read().map(|r| r.status), Some(200));
     let seen = backend.take();
     assert_eq!(seen[0].matches("content-length").count(), 1, "{seen:?}");
+
+    // `Connection` naming `Content-Length` drops it, and the body goes chunked: still one framing.
+    let raw = b"POST /p HTTP/1.1\r\nHost: t\r\nConnection: Content-Length\r\nContent-Length: 5\r\n\r\nhello";
+    assert_eq!(status_of(addr, raw), Some(200));
+    let seen = backend.take();
+    assert!(!seen[0].contains("content-length"), "{seen:?}");
+    assert!(
+        seen[0].ends_with("transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+        "{seen:?}"
+    );
+
+    // `Connection` naming `Host` does not take the host away from the server.
+    let raw = b"GET /p HTTP/1.1\r\nHost: t\r\nConnection: Host\r\n\r\n";
+    assert_eq!(status_of(addr, raw), Some(200));
+    let seen = backend.take();
+    assert!(seen[0].contains("\r\nhost: t\r\n"), "{seen:?}");
+    assert!(!seen[0].contains("localhost"), "{seen:?}");
     assert_still_serving(&rein, addr);
 }
 
