@@ -67,7 +67,8 @@ impl RequestInfo {
             Err(e) => (raw_path.to_owned(), Some(e)),
         };
         let query = parts.uri.query().unwrap_or("").to_owned();
-        let headers = std::mem::take(&mut parts.headers);
+        let mut headers = std::mem::take(&mut parts.headers);
+        host_from_target(&mut headers, &parts.uri);
         let host = host_of(&headers, &parts.uri);
         let info = RequestInfo {
             method: parts.method.clone(),
@@ -101,6 +102,23 @@ impl RequestInfo {
             format!("{raw_path}?{}", self.query)
         };
         Ok(())
+    }
+}
+
+/// An absolute-form target (`GET http://example.com/ HTTP/1.1`) names the host itself: RFC 9112 §3.2.2 says the
+/// received `Host` is then ignored and, by a proxy, replaced with the target's. Replacing it here keeps `$host`,
+/// `host` matching and the `Host` sent upstream in agreement with the target, so no two readers of the request
+/// disagree on its host.
+fn host_from_target(headers: &mut HeaderMap, uri: &http::Uri) {
+    let Some(host) = uri.host() else {
+        return;
+    };
+    let authority = match uri.port_u16() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    if let Ok(value) = http::HeaderValue::try_from(authority) {
+        headers.insert(http::header::HOST, value);
     }
 }
 
@@ -178,6 +196,21 @@ mod tests {
         );
         assert_eq!(normalize_path("/a%00b"), Err(TargetError::BadBytes));
         assert_eq!(normalize_path("/%ff"), Err(TargetError::BadBytes));
+    }
+
+    #[test]
+    fn an_absolute_form_target_replaces_the_host_header() {
+        let mut parts = http::Request::get("http://user@Evil.example:81/x?q")
+            .header("host", "good.example")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let (info, error) = RequestInfo::from_parts(&mut parts, "http", None, None);
+        assert_eq!(error, None);
+        assert_eq!(info.headers["host"], "Evil.example:81");
+        assert_eq!(info.host, "evil.example");
+        assert_eq!(info.request_uri, "/x?q");
     }
 
     #[test]

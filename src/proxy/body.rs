@@ -16,16 +16,29 @@ use hyper::body::Incoming;
 use crate::server::ConnState;
 use crate::upstream::Slot;
 
-/// What the proxy can see of an upload in flight: whether it broke `max_body_size` (a 413, not a server's
-/// failure).
+/// What the proxy can see of an upload in flight: whether it broke `max_body_size` (a 413), or whether the
+/// client's body itself failed (a malformed chunk: 400; `body_read_timeout`: 408). Neither is a server's
+/// failure, so neither may count against the server's health.
 #[derive(Debug, Default)]
 pub struct UploadWatch {
     too_large: AtomicBool,
+    client_failed: AtomicBool,
+    client_timed_out: AtomicBool,
 }
 
 impl UploadWatch {
     pub fn too_large(&self) -> bool {
         self.too_large.load(Ordering::Acquire)
+    }
+
+    /// The answer a failed client body calls for, if the client's body failed.
+    pub fn client_failure(&self) -> Option<http::StatusCode> {
+        if self.client_timed_out.load(Ordering::Acquire) {
+            return Some(http::StatusCode::REQUEST_TIMEOUT);
+        }
+        self.client_failed
+            .load(Ordering::Acquire)
+            .then_some(http::StatusCode::BAD_REQUEST)
     }
 }
 
@@ -71,7 +84,14 @@ impl HttpBody for Upload {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
+            Poll::Ready(Some(Err(e))) => {
+                let flag = match crate::server::is_timeout(&e) {
+                    true => &self.watch.client_timed_out,
+                    false => &self.watch.client_failed,
+                };
+                flag.store(true, Ordering::Release);
+                Poll::Ready(Some(Err(std::io::Error::other(e))))
+            }
             Poll::Ready(None) => {
                 self.state.reading_body(false);
                 Poll::Ready(None)

@@ -23,6 +23,10 @@ pub enum ProxyError {
     NoServer,
     #[error("the request body exceeds max_body_size")]
     BodyTooLarge,
+    /// The client's body broke (malformed chunked framing, a read timeout): the client's fault, answered
+    /// with the status given.
+    #[error("the client's request body failed")]
+    ClientBody(StatusCode),
 }
 
 impl ProxyError {
@@ -51,13 +55,14 @@ impl ProxyError {
             ProxyError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::NoServer => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::ClientBody(status) => *status,
         }
     }
 
     /// The answer to the client, after logging why.
     pub fn into_response(self, upstream: &str) -> http::Response<Body> {
         let status = self.status();
-        if status != StatusCode::PAYLOAD_TOO_LARGE {
+        if status.is_server_error() {
             tracing::warn!(upstream, error = %self, status = status.as_u16(), "proxy error");
         }
         crate::server::error_page(status)

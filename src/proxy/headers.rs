@@ -22,9 +22,17 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// Whether a request asks to switch protocols (`Connection: upgrade` with an `Upgrade` field).
+/// Whether a request asks to switch protocols (`Connection: upgrade` with an `Upgrade` field) in a way rein
+/// passes on. An upgrade to `h2c` is not: a server that accepted it would take HTTP/2 requests on the tunnel
+/// that rein never routes ("h2c smuggling"), so the field is dropped like any hop-by-hop one.
 pub fn wants_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE) && connection_lists(headers, "upgrade")
+    let tunnels = |u: &HeaderValue| {
+        let protocols = u.to_str().unwrap_or("h2c");
+        !protocols
+            .split(',')
+            .any(|p| p.trim().eq_ignore_ascii_case("h2c"))
+    };
+    headers.get(header::UPGRADE).is_some_and(tunnels) && connection_lists(headers, "upgrade")
 }
 
 /// Removes hop-by-hop fields, including those the `Connection` field names; keeps the upgrade pair when
@@ -98,7 +106,9 @@ pub fn write_upstream_fields(
     }
 }
 
-/// The fields a request's `Connection` field names (hop-by-hop by that naming).
+/// The fields a request's `Connection` field names (hop-by-hop by that naming). `Host` is never one: it is for
+/// every recipient (RFC 9110 §7.6.1), and a client that named it would have the server see another host than
+/// the one rein routed on.
 fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
     headers
         .get_all(header::CONNECTION)
@@ -106,6 +116,7 @@ fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter(|name| *name != header::HOST)
 }
 
 #[cfg(test)]
@@ -135,6 +146,17 @@ mod tests {
         strip_hop_by_hop(&mut h, false);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("accept"));
+    }
+
+    #[test]
+    fn an_h2c_upgrade_is_not_passed_on() {
+        let h = map(&[
+            ("connection", "Upgrade, HTTP2-Settings"),
+            ("upgrade", "h2c"),
+        ]);
+        assert!(!wants_upgrade(&h));
+        let text = written(&h, false);
+        assert!(!text.contains("h2c") && !text.contains("upgrade"), "{text}");
     }
 
     #[test]
@@ -178,6 +200,12 @@ mod tests {
              x-forwarded-for: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\nx-forwarded-proto: https\r\n\
              x-forwarded-host: example.com\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn connection_cannot_remove_the_host() {
+        let h = map(&[("host", "a.example"), ("connection", "Host")]);
+        assert!(written(&h, false).contains("\r\nhost: a.example\r\n"));
     }
 
     #[test]

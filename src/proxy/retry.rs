@@ -93,6 +93,9 @@ where
         if plan.upload.is_some_and(|w| w.too_large()) {
             return Err(ProxyError::BodyTooLarge);
         }
+        if let Some(status) = plan.upload.and_then(|w| w.client_failure()) {
+            return Err(ProxyError::ClientBody(status));
+        }
         tracing::debug!(upstream = %upstream.name, attempts, error = %failed.error, stale = failed.stale, "attempt failed");
         if failed.stale && stale_left > 0 {
             // The server had closed an idle connection: try again, on a fresh one if need be.

@@ -290,7 +290,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn is_timeout(e: &hyper::Error) -> bool {
+/// Whether a client body failed by `body_read_timeout` (the socket wrapper's `TimedOut`) rather than by
+/// malformed framing or a disconnect.
+pub(crate) fn is_timeout(e: &hyper::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {

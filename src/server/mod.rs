@@ -28,6 +28,7 @@ use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::{ListenAddr, Snapshot};
 use crate::upstream::Upstreams;
 pub use actions::error as error_page;
+pub(crate) use actions::is_timeout;
 pub use status::Counters;
 pub use timeouts::ConnState;
 

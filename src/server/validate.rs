@@ -1,18 +1,27 @@
-//! Request heads hyper accepts but a server must not: ambiguous framing and ambiguous hosts.
+//! Request heads hyper accepts but a server must not: ambiguous framing, ambiguous or malformed hosts, and
+//! `CONNECT`.
 //!
 //! These are the request-smuggling and cache-poisoning shapes (RFC 9112 §6.3, §3.2): answered before routing,
 //! with the connection closed afterwards so no bytes of a doubtful body are read as a next request.
 //! (A head with both `Content-Length` and `Transfer-Encoding: chunked` never reaches this check: hyper frames it
 //! by the transfer coding, as RFC 9112 §6.3 says, and drops the `Content-Length`, so no backend can see it.)
 
-use http::{HeaderMap, StatusCode, Version, header, request::Parts};
+use http::{HeaderMap, Method, StatusCode, Version, header, request::Parts};
 
-/// Checks framing and `Host`; an error carries the status to answer.
+/// Checks the method, framing and `Host`; an error carries the status to answer.
 pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
+    if parts.method == Method::CONNECT {
+        // rein is no forward proxy: a tunnel request has no route to take (its authority-form target has no
+        // path), and a 2xx answer would make hyper treat the connection as a tunnel.
+        return Err((StatusCode::NOT_IMPLEMENTED, "CONNECT"));
+    }
     let headers = &parts.headers;
     let hosts = headers.get_all(header::HOST).iter().count();
     if hosts > 1 {
         return Err((StatusCode::BAD_REQUEST, "more than one Host header"));
+    }
+    if headers.get(header::HOST).is_some_and(|h| !valid_host(h)) {
+        return Err((StatusCode::BAD_REQUEST, "a Host that is not host[:port]"));
     }
     if hosts == 0 && parts.version == Version::HTTP_11 {
         return Err((
@@ -35,6 +44,26 @@ pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
         }
     }
     Ok(())
+}
+
+/// `uri-host [":" port]` (RFC 9112 §3.2), or empty. A value with spaces, a path or userinfo could be read as a
+/// different host by a backend, a cache or `$host`, so it is refused (RFC 9112: a 400).
+fn valid_host(value: &http::HeaderValue) -> bool {
+    let bytes = value.as_bytes();
+    if bytes.is_empty() {
+        return true;
+    }
+    let Ok(authority) = http::uri::Authority::try_from(bytes) else {
+        return false;
+    };
+    // `Authority` also takes userinfo and a port of any characters: neither belongs in `Host`.
+    match authority.as_str().strip_prefix(authority.host()) {
+        Some("") => true,
+        Some(port) => port
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
 }
 
 fn only_chunked(headers: &HeaderMap) -> bool {
@@ -80,12 +109,38 @@ mod tests {
             check(&parts(http::Request::get("/"))).unwrap_err().0,
             StatusCode::BAD_REQUEST
         );
+        for bad in ["a b", "a/b", "user@a", "a:b", "a?b", "a#b"] {
+            let req = http::Request::get("/").header("host", bad);
+            let status = check(&parts(req)).map_err(|e| e.0);
+            assert_eq!(status, Err(StatusCode::BAD_REQUEST), "{bad}");
+        }
+        for good in [
+            "",
+            "a.example:8080",
+            "[::1]:80",
+            "127.0.0.1",
+            "xn--bcher-kva.example",
+        ] {
+            assert!(
+                check(&parts(http::Request::get("/").header("host", good))).is_ok(),
+                "{good}"
+            );
+        }
         let http10 = http::Request::get("/").version(Version::HTTP_10);
         assert!(check(&parts(http10)).is_ok());
         let two = http::Request::get("/")
             .header("host", "a")
             .header("host", "b");
         assert_eq!(check(&parts(two)).unwrap_err().0, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn connect_is_not_implemented() {
+        let connect = http::Request::connect("evil:443").header("host", "evil:443");
+        assert_eq!(
+            check(&parts(connect)).unwrap_err().0,
+            StatusCode::NOT_IMPLEMENTED
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod bench;
 mod bench_reload;
 mod control;
 mod exec_shim;
+mod hostile;
 mod http;
 mod lifecycle;
 mod php;
