@@ -29,7 +29,8 @@ use crate::vars::VarContext;
 
 mod apps;
 
-/// Passes followed before a request is declared looping (only passes with variables can loop).
+/// Passes followed before a request is declared looping (a 500): passes with variables, and a `rewrite` that
+/// passes back to routes it came through, can loop.
 const MAX_HOPS: usize = 32;
 
 /// What an action leads to: a response, or another destination.
