@@ -188,9 +188,15 @@ def host_busy_seconds():
 
 
 def cpu_seconds(pid):
+    return sum(cpu_split_seconds(pid))
+
+
+def cpu_split_seconds(pid):
+    """(user, kernel) CPU seconds of a process, all its threads (utime, stime)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 class Server:
@@ -240,6 +246,10 @@ class Server:
 
     def cpu(self):
         return cpu_of(self.pids())
+
+    def cpu_split(self):
+        """(user, kernel) CPU seconds summed over the server's processes."""
+        return cpu_split_of(self.pids())
 
     def stop(self):
         if not self.proc:
@@ -344,6 +354,8 @@ def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=Tru
     pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     also0 = [s.cpu() for s in also]
+    split = getattr(server, "cpu_split", None)
+    split0 = split() if split else None
     cpu0, host0, t0 = server.cpu(), host_busy_seconds(), time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pre)
     RUNNING.append(proc)
@@ -359,6 +371,7 @@ def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=Tru
         timer.join()
     wall = time.monotonic() - t0
     cpu1, host1 = server.cpu(), host_busy_seconds()
+    split1 = split() if split else None
     also1 = [s.cpu() for s in also]
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     RUNNING.remove(proc)
@@ -375,7 +388,13 @@ def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=Tru
     res["host_cpu_pct"] = round(100 * (host1 - host0) / wall, 1)
     res["other_cpu_pct"] = round(res["host_cpu_pct"] - res["server_cpu_pct"] - res["wrk_cpu_pct"] - also_pct, 1)
     if res.get("requests"):
-        res["server_cpu_us_per_req"] = round(1e6 * (cpu1 - cpu0) / res["requests"], 2)
+        n = res["requests"]
+        res["server_cpu_us_per_req"] = round(1e6 * (cpu1 - cpu0) / n, 2)
+        # The whole machine's busy CPU per request: on a saturated machine RPS is its inverse.
+        res["host_cpu_us_per_req"] = round(1e6 * (host1 - host0) / n, 2)
+        if split0 and split1:
+            res["server_user_us_per_req"] = round(1e6 * (split1[0] - split0[0]) / n, 2)
+            res["server_kernel_us_per_req"] = round(1e6 * (split1[1] - split0[1]) / n, 2)
     if mid:
         res["rss_mid_kb"] = mid["VmRSS"]
         res["pss_mid_kb"] = mid["Pss"]
@@ -491,13 +510,18 @@ def memory_of(pids):
 
 
 def cpu_of(pids):
-    t = 0.0
+    return sum(cpu_split_of(pids))
+
+
+def cpu_split_of(pids):
+    user = kernel = 0.0
     for pid in pids:
         try:
-            t += cpu_seconds(pid)
+            u, k = cpu_split_seconds(pid)
         except OSError:
-            pass
-    return t
+            continue
+        user, kernel = user + u, kernel + k
+    return user, kernel
 
 
 def wait_until(what, check, deadline_s, interval=0.02):
