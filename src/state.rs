@@ -6,8 +6,10 @@
 //! before it changes anything. A file that cannot be read or parsed stops start-up with its path and the reason;
 //! it is never silently replaced.
 //!
-//! The directory (when rein creates it) and `conf.json` are private to the user running rein: the document may
-//! hold applications' environment values.
+//! `conf.json` is private to the user running rein (0600): the document may hold applications' environment
+//! values. The directory, when rein creates it, is 0711: others may not list it, but may pass through it to
+//! the files applications read by name (`run/node/`, `run/python/`: an app with `user` runs as another user);
+//! everything else in it is closed by its own mode (the control socket 0600, `run/apps/` and `logs/` 0700).
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
@@ -17,6 +19,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 const CONF: &str = "conf.json";
+
+/// The mode of a state directory rein creates, whatever the umask.
+pub const STATE_DIR_MODE: u32 = 0o711;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -39,15 +44,18 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Uses the directory `dir`, creating it private to the user (0700) if it does not exist. An existing
-    /// directory keeps its mode: the user chose it.
+    /// Uses the directory `dir`, creating it 0711 if it does not exist: not listable by others, but traversable,
+    /// since applications running as another user read rein's support files under it. An existing directory
+    /// keeps its mode: the user chose it.
     pub fn open(dir: &Path) -> io::Result<StateDir> {
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::create_dir_all(parent)?;
         }
-        match DirBuilder::new().mode(0o700).create(dir) {
+        match DirBuilder::new().mode(STATE_DIR_MODE).create(dir) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-            other => other?,
+            // Set again: a umask such as 077 would have closed it to those apps.
+            Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(STATE_DIR_MODE))?,
+            Err(e) => return Err(e),
         }
         Ok(StateDir {
             dir: dir.to_owned(),
@@ -178,13 +186,13 @@ mod tests {
     }
 
     #[test]
-    fn the_directory_and_the_file_are_private() {
+    fn the_file_is_private_and_the_directory_only_traversable() {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("a/state");
         let state = StateDir::open(&dir).unwrap();
         state.save(&serde_json::json!({})).unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir), 0o711);
         assert_eq!(mode(&dir.join(CONF)), 0o600);
     }
 

@@ -7,6 +7,7 @@
 //! applications, reload changed ones, stop removed ones, leave the rest alone.
 
 pub mod conf;
+pub mod layout;
 pub mod logs;
 mod machine;
 pub mod php;
@@ -32,7 +33,7 @@ use conf::{AppConf, AppKind};
 use machine::{AppStatus, InstanceId, InstanceState, ReloadReport};
 use runner::{Command, Runner};
 
-/// Where the supervisor keeps sockets, logs and the Node.js support files.
+/// Where the supervisor keeps one application's sockets and log, and the support files apps read.
 #[derive(Debug, Clone)]
 pub struct Paths {
     pub sockets: PathBuf,
@@ -74,14 +75,15 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// A supervisor keeping its files under `state_dir` (`run/` for sockets, `logs/` for output).
+    /// A supervisor keeping its files under `state_dir` (the layout: [`layout`]).
     pub fn new(state_dir: &Path) -> std::io::Result<Supervisor> {
         let run = state_dir.join("run");
-        std::fs::create_dir_all(&run)?;
-        std::fs::create_dir_all(state_dir.join("logs"))?;
-        let node = spawn::install_node_support(&run.join("node")).ok();
-        std::fs::create_dir_all(run.join("python"))?;
-        std::fs::write(run.join("python/rein_adapter.py"), python::ADAPTER)?;
+        layout::dir(&run, layout::TRAVERSABLE)?;
+        layout::dir(&run.join(layout::SOCKETS), layout::PRIVATE)?;
+        layout::dir(&state_dir.join("logs"), layout::PRIVATE)?;
+        let node = spawn::install_node_support(&run).ok();
+        layout::dir(&run.join("python"), layout::READABLE)?;
+        layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)?;
         Ok(Supervisor {
             dir: state_dir.to_owned(),
             node,
@@ -114,10 +116,41 @@ impl Supervisor {
             if let AppKind::Php(php) = &conf.kind {
                 php::check_files(php).map_err(|e| app_path.key("options").key("file").error(e))?;
             }
+            self.check_support_files(conf)
+                .map_err(|e| app_path.key("user").error(e))?;
             self.check_program(name, conf)
                 .map_err(|e| app_path.key(e.0).error(e.1))?;
         }
         Ok(())
+    }
+
+    /// Whether the app's user, when it is another user (rein being root), can read the support files rein
+    /// gives the app (the Node.js preload, the Python adapter): they live in the state directory, and a
+    /// directory above it may be closed to that user. Checked before the program, whose own failure (a
+    /// Python import check that cannot open the adapter) would blame another key.
+    fn check_support_files(&self, conf: &AppConf) -> Result<(), String> {
+        let Some(user) = conf.user.as_deref() else {
+            return Ok(());
+        };
+        if !nix::unistd::geteuid().is_root() {
+            return Ok(());
+        }
+        let dir = conf.working_directory.as_deref();
+        let file = match &conf.kind {
+            AppKind::Python(_) => Some(self.python_adapter()),
+            AppKind::External if runner::is_node(&conf.executable, &conf.arguments, dir) => {
+                self.node.as_ref().map(|(preload, _)| preload.clone())
+            }
+            _ => None,
+        };
+        let Some(file) = file else {
+            return Ok(());
+        };
+        layout::check_readable(&file, user, conf.group.as_deref()).map_err(|e| {
+            format!(
+                "{e}; rein's support files are in its state directory (--state): give it one that user can reach"
+            )
+        })
     }
 
     /// Whether the app's program can start: the executable (PHP-FPM for PHP), and for Python apps, an import
@@ -191,7 +224,7 @@ impl Supervisor {
     /// Where application `name` keeps its sockets and log.
     fn paths(&self, name: &str) -> Paths {
         Paths {
-            sockets: self.dir.join("run").join(name),
+            sockets: self.dir.join("run").join(layout::SOCKETS).join(name),
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),

@@ -607,6 +607,7 @@ pub(super) fn spec(
             environment: c.environment.clone(),
         },
     };
+    let (user, group) = credentials(c);
     // Unit's `stdout` / `stderr` when set, else the app's log.
     let output = |o: &Option<Output>| o.clone().unwrap_or_else(|| Output::Log(paths.log.clone()));
     let node = is_node(&executable, &arguments, c.working_directory.as_deref())
@@ -622,8 +623,8 @@ pub(super) fn spec(
         arguments,
         working_directory: c.working_directory.clone(),
         environment,
-        user: c.user.clone(),
-        group: c.group.clone(),
+        user,
+        group,
         socket,
         stdout: output(&c.stdout),
         stderr: output(&c.stderr),
@@ -637,6 +638,17 @@ pub(super) fn spec(
     })
 }
 
+/// The user and group the process starts as. PHP-FPM's master stays root when rein is: it reads its
+/// configuration from rein's private directory, and switches its workers to the pool's `user`/`group` itself
+/// (which are the app's). Otherwise (rein not root) the app's `user`/`group` go to the spawn, which accepts
+/// only rein's own.
+fn credentials(c: &AppConf) -> (Option<String>, Option<String>) {
+    match c.kind {
+        AppKind::Php(_) if nix::unistd::geteuid().is_root() => (None, None),
+        _ => (c.user.clone(), c.group.clone()),
+    }
+}
+
 pub(super) fn server_addr(addr: &AppSocket) -> ServerAddr {
     match addr {
         AppSocket::Unix(p) => ServerAddr::Unix(p.clone()),
@@ -647,7 +659,7 @@ pub(super) fn server_addr(addr: &AppSocket) -> ServerAddr {
 /// Node.js gets rein's preload (its `listen()` takes the passed socket) and the `unit-http` alias. Node
 /// runs as `node`, as Unit's loader setup does (`/usr/bin/env node ...`), or as Unit's documentation
 /// shows a Node.js app: a `.js` script with a `#!/usr/bin/env node` shebang as the executable.
-fn is_node(
+pub(super) fn is_node(
     executable: &std::path::Path,
     arguments: &[String],
     working_directory: Option<&std::path::Path>,

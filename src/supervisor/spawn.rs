@@ -33,6 +33,7 @@ use nix::unistd::{Gid, Group, Pid, Uid, User};
 use socket2::{Domain, SockAddr, Socket, Type};
 use tokio::task::JoinHandle;
 
+use super::layout;
 use super::logs::{self, LogFile, Rotation};
 
 /// Which socket an app instance listens on.
@@ -650,17 +651,10 @@ fn check_file(path: &Path, user: Option<&User>) -> Result<(), String> {
 /// The permission bits' verdict for `uid`/`groups` (root needs any x bit). Directory permissions on the
 /// way are not checked.
 fn may_execute(meta: &std::fs::Metadata, uid: Uid, groups: &[Gid]) -> bool {
-    let mode = meta.mode();
     if uid.is_root() {
-        return mode & 0o111 != 0;
+        return meta.mode() & 0o111 != 0;
     }
-    if meta.uid() == uid.as_raw() {
-        mode & 0o100 != 0
-    } else if groups.iter().any(|g| g.as_raw() == meta.gid()) {
-        mode & 0o010 != 0
-    } else {
-        mode & 0o001 != 0
-    }
+    layout::permits(meta, uid, groups, layout::EXECUTE)
 }
 
 /// Sends `sig` to the process group led by `pid` (every app process is a group leader: see [`spawn`]).
@@ -705,16 +699,15 @@ const UNIT_HTTP_LOADER: &str = include_str!("node/unit-http/loader.js");
 const UNIT_HTTP_LOADER_MODULE: &str = include_str!("node/unit-http/loader.mjs");
 
 /// Writes the Node.js support files under `dir` (`dir/node/preload.js`, the ES-module hook it registers
-/// `dir/node/hooks.mjs`, `dir/node/modules/unit-http/`), each atomically (temp file + rename) and
-/// world-readable, and returns `(preload.js, NODE_PATH dir)` for
-/// [`SpawnSpec::node`]. `dir` must be traversable by the apps' users.
+/// `dir/node/hooks.mjs`, `dir/node/modules/unit-http/`), each atomically (temp file + rename), world-readable
+/// in world-readable directories, and returns `(preload.js, NODE_PATH dir)` for [`SpawnSpec::node`]. `dir`
+/// must be traversable by the apps' users ([`super::layout`]).
 pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
     let base = dir.join("node");
     let modules = base.join("modules");
     let unit_http = modules.join("unit-http");
-    std::fs::create_dir_all(&unit_http)?;
     for d in [&base, &modules, &unit_http] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+        layout::dir(d, layout::READABLE)?;
     }
     let preload = base.join("preload.js");
     for (path, text) in [
@@ -726,10 +719,7 @@ pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
         (&unit_http.join("loader.js"), UNIT_HTTP_LOADER),
         (&unit_http.join("loader.mjs"), UNIT_HTTP_LOADER_MODULE),
     ] {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
-        std::fs::rename(&tmp, path)?;
+        layout::write_readable(path, text)?;
     }
     Ok((preload, modules))
 }

@@ -298,7 +298,15 @@ fn the_control_socket_the_state_dir_and_the_saved_file_are_private() {
     let rein = Rein::start();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&rein.control()), 0o600);
-    assert_eq!(mode(&rein.state), 0o700, "rein created the state dir");
+    // Traversable by others, not listable: an app running as another `user` reads rein's Node.js and Python
+    // support files under it (apps::as_user). What is private is closed by its own mode.
+    assert_eq!(mode(&rein.state), 0o711, "rein created the state dir");
+    assert_eq!(mode(&rein.state.join("run")), 0o711);
+    assert_eq!(mode(&rein.state.join("run/node")), 0o755);
+    assert_eq!(mode(&rein.state.join("run/python")), 0o755);
+    // The instances' sockets (an app has its own as fd 3) and the apps' logs.
+    assert_eq!(mode(&rein.state.join("run/apps")), 0o700);
+    assert_eq!(mode(&rein.state.join("logs")), 0o700);
     rein.configure(json!({"applications": {}, "listeners": {}}));
     assert_eq!(mode(&rein.state.join("conf.json")), 0o600);
     // The socket was bound in a private directory beside it and moved into place; nothing is left of that.

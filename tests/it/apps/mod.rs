@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::harness::{Conn, Rein, Response, get, wait_for};
 use crate::load::{Load, assert_no_failures};
 
+mod as_user;
 mod cli;
 mod crash;
 mod hygiene;

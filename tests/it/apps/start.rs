@@ -91,7 +91,7 @@ fn python_app_serves_on_fd_3_and_sees_its_environment() {
         .expect("REIN_SOCKET on a unix socket");
     assert_eq!(env["PORT"], sock, "PORT names the socket too: {env}");
     assert!(
-        Path::new(sock).starts_with(rein.state.join("run/py")),
+        Path::new(sock).starts_with(rein.state.join("run/apps/py")),
         "{sock}"
     );
     assert!(
