@@ -3,16 +3,21 @@
 //! Each length is one byte when under 128, else four bytes with the high bit set (31 bits of length). Names
 //! and values are bytes: CGI variables carry header values and paths, which need not be UTF-8.
 
+use std::fmt::{self, Write as _};
+
 use bytes::{BufMut, BytesMut};
 
 /// The largest length the four-byte form holds.
 const MAX_LEN: usize = 0x7fff_ffff;
 
-/// Name-value pairs in order. Duplicates are kept: PHP-FPM lets the last one win, which is how
-/// user-configured params override the computed ones.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Name-value pairs in order, kept encoded as they go on the wire: a request's two dozen pairs cost one
+/// growing buffer, not two allocations each, and sending them is one copy. Duplicates are kept: PHP-FPM lets
+/// the last one win, which is how user-configured params override the computed ones.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Params {
-    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The pairs, encoded (each length in its shortest form, so equal pairs mean equal bytes).
+    wire: Vec<u8>,
+    count: usize,
 }
 
 /// Why PARAMS content cannot be read.
@@ -27,67 +32,158 @@ impl Params {
         Params::default()
     }
 
+    /// Room for about a request's worth of pairs.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Params {
+            wire: Vec::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
+    /// Appends a pair. A name or value over 2^31-1 bytes cannot be encoded: such a pair is left out, with a
+    /// warning.
     pub fn push(&mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.pairs
-            .push((name.as_ref().to_vec(), value.as_ref().to_vec()));
+        let (name, value) = (name.as_ref(), value.as_ref());
+        if name.len() > MAX_LEN || value.len() > MAX_LEN {
+            tracing::warn!(
+                name = %String::from_utf8_lossy(&name[..name.len().min(64)]),
+                "FastCGI param too long to encode, left out"
+            );
+            return;
+        }
+        self.push_with(name.len(), value.len(), |wire| {
+            wire.extend_from_slice(name);
+            wire.extend_from_slice(value);
+        });
+    }
+
+    /// Appends a pair whose value is `value` formatted (a number, an address), without allocating for it.
+    pub fn push_display(&mut self, name: impl AsRef<[u8]>, value: impl fmt::Display) {
+        let mut scratch = Scratch::default();
+        // Writing to a Scratch cannot fail (it spills to the heap when full).
+        let _ = write!(scratch, "{value}");
+        self.push(name, scratch.as_bytes());
+    }
+
+    /// Appends a pair that `write` puts together in place: it must append exactly `name_len` bytes of name
+    /// then `value_len` bytes of value (both at most 2^31-1). For a name or value made of pieces, which would
+    /// otherwise be built first and copied.
+    pub fn push_with(
+        &mut self,
+        name_len: usize,
+        value_len: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        assert!(
+            name_len <= MAX_LEN && value_len <= MAX_LEN,
+            "FastCGI param too long"
+        );
+        self.wire.reserve(8 + name_len + value_len);
+        put_len(&mut self.wire, name_len);
+        put_len(&mut self.wire, value_len);
+        let start = self.wire.len();
+        write(&mut self.wire);
+        assert_eq!(
+            self.wire.len() - start,
+            name_len + value_len,
+            "pair written at its declared length"
+        );
+        self.count += 1;
     }
 
     /// The value of the last pair called `name`: the one the application sees.
     pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
         let name = name.as_ref();
-        self.pairs
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
+        self.iter()
+            .filter(|(n, _)| *n == name)
+            .last()
+            .map(|(_, v)| v)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))
+        let mut rest = self.wire.as_slice();
+        // The pairs were encoded here, so they read back whole.
+        std::iter::from_fn(move || {
+            (!rest.is_empty())
+                .then(|| take_pair(&mut rest).ok())
+                .flatten()
+        })
     }
 
     pub fn len(&self) -> usize {
-        self.pairs.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
-    }
-
-    pub fn into_inner(self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.pairs
+        self.count == 0
     }
 
     /// Appends the pairs, encoded, to `buf` (the content of a PARAMS stream, before cutting into records).
-    /// A name or value over 2^31-1 bytes cannot be encoded: such a pair is left out, with a warning.
     pub fn encode(&self, buf: &mut BytesMut) {
-        for (name, value) in &self.pairs {
-            if name.len() > MAX_LEN || value.len() > MAX_LEN {
-                tracing::warn!(
-                    name = %String::from_utf8_lossy(&name[..name.len().min(64)]),
-                    "FastCGI param too long to encode, left out"
-                );
-                continue;
-            }
-            buf.reserve(8 + name.len() + value.len());
-            put_len(buf, name.len());
-            put_len(buf, value.len());
-            buf.put_slice(name);
-            buf.put_slice(value);
-        }
+        buf.extend_from_slice(&self.wire);
     }
 
     /// Reads encoded pairs: the whole content of a PARAMS stream, or of a GET_VALUES(_RESULT) record.
     pub fn decode(mut data: &[u8]) -> Result<Params, ParamsError> {
         let mut params = Params::new();
         while !data.is_empty() {
-            let name_len = take_len(&mut data)?;
-            let value_len = take_len(&mut data)?;
-            let name = take(&mut data, name_len)?;
-            let value = take(&mut data, value_len)?;
+            let (name, value) = take_pair(&mut data)?;
             params.push(name, value);
         }
         Ok(params)
+    }
+}
+
+impl fmt::Debug for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(
+                self.iter()
+                    .map(|(n, v)| (String::from_utf8_lossy(n), String::from_utf8_lossy(v))),
+            )
+            .finish()
+    }
+}
+
+/// A formatted value on the stack when it is short, as numbers and addresses are.
+struct Scratch {
+    short: [u8; 64],
+    len: usize,
+    long: Option<String>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            short: [0; 64],
+            len: 0,
+            long: None,
+        }
+    }
+}
+
+impl Scratch {
+    fn as_bytes(&self) -> &[u8] {
+        match &self.long {
+            Some(s) => s.as_bytes(),
+            None => &self.short[..self.len],
+        }
+    }
+}
+
+impl fmt::Write for Scratch {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if let Some(long) = &mut self.long {
+            long.push_str(s);
+        } else if let Some(room) = self.short.get_mut(self.len..self.len + s.len()) {
+            room.copy_from_slice(s.as_bytes());
+            self.len += s.len();
+        } else {
+            let mut long = String::from_utf8_lossy(&self.short[..self.len]).into_owned();
+            long.push_str(s);
+            self.long = Some(long);
+        }
+        Ok(())
     }
 }
 
@@ -107,7 +203,7 @@ impl<N: AsRef<[u8]>, V: AsRef<[u8]>> Extend<(N, V)> for Params {
     }
 }
 
-fn put_len(buf: &mut BytesMut, len: usize) {
+fn put_len(buf: &mut Vec<u8>, len: usize) {
     match u8::try_from(len) {
         Ok(short) if short < 0x80 => buf.put_u8(short),
         _ => buf.put_u32(len as u32 | 0x8000_0000),
@@ -123,6 +219,14 @@ fn take_len(data: &mut &[u8]) -> Result<usize, ParamsError> {
     let raw = take(data, 4)?;
     let len = u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) & 0x7fff_ffff;
     Ok(len as usize)
+}
+
+fn take_pair<'a>(data: &mut &'a [u8]) -> Result<(&'a [u8], &'a [u8]), ParamsError> {
+    let name_len = take_len(data)?;
+    let value_len = take_len(data)?;
+    let name = take(data, name_len)?;
+    let value = take(data, value_len)?;
+    Ok((name, value))
 }
 
 fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], ParamsError> {
@@ -171,6 +275,39 @@ mod tests {
         Params::from_iter([(vec![b'a'; 127], vec![b'b'; 128])]).encode(&mut buf);
         assert_eq!(&buf[..5], &[127, 0x80, 0, 0, 128]);
         assert_eq!(buf.len(), 5 + 127 + 128);
+    }
+
+    #[test]
+    fn formatted_and_pieced_values_encode_like_plain_ones() {
+        let long = "x".repeat(100);
+        let mut p = Params::new();
+        p.push_display("PORT", 8080u16);
+        p.push_display("ADDR", "2001:db8::1".parse::<std::net::IpAddr>().unwrap());
+        // Longer than the stack scratch: spills to the heap, same bytes.
+        p.push_display("LONG", format_args!("{long}{long}"));
+        p.push_with(4, 6, |w| w.extend_from_slice(b"NAMEval-ue"));
+        let plain = Params::from_iter([
+            ("PORT", "8080"),
+            ("ADDR", "2001:db8::1"),
+            ("LONG", &*long.repeat(2)),
+            ("NAME", "val-ue"),
+        ]);
+        assert_eq!(p, plain);
+        assert_eq!(p.len(), 4);
+        assert_eq!(round_trip(&p), p);
+        assert_eq!(
+            format!("{p:?}"),
+            format!(
+                r#"{{"PORT": "8080", "ADDR": "2001:db8::1", "LONG": "{}", "NAME": "val-ue"}}"#,
+                long.repeat(2)
+            )
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "pair written at its declared length")]
+    fn a_pair_written_short_of_its_length_is_a_bug() {
+        Params::new().push_with(4, 2, |w| w.extend_from_slice(b"NAME"));
     }
 
     #[test]

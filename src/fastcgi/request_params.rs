@@ -55,7 +55,8 @@ pub enum Cgi {
 /// the caller knows it (a body buffered because it came chunked: PHP reads `CONTENT_LENGTH` bytes of input
 /// and no more); `None` falls back to the `Content-Length` header, and to no `CONTENT_LENGTH` without one.
 pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>) -> Params {
-    let mut p = Params::new();
+    // About what a GET with a few headers needs: the pairs are encoded into one buffer as they come.
+    let mut p = Params::with_capacity(1024);
     p.push("SCRIPT_NAME", &script.name);
     p.push("PATH_INFO", &script.path_info);
     p.push("REQUEST_URI", &req.request_uri);
@@ -66,7 +67,7 @@ pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>)
     }
     let header_len = req.headers.get(CONTENT_LENGTH).map(|v| v.as_bytes());
     match (body_len, header_len) {
-        (Some(n), _) => p.push("CONTENT_LENGTH", n.to_string()),
+        (Some(n), _) => p.push_display("CONTENT_LENGTH", n),
         (None, Some(h)) => p.push("CONTENT_LENGTH", h),
         (None, None) => {}
     }
@@ -95,10 +96,12 @@ fn cgi_extras(p: &mut Params, req: &RequestInfo, script: &Script) {
         );
     }
     p.push("DOCUMENT_ROOT", root);
-    p.push(
-        "DOCUMENT_URI",
-        format!("{}{}", script.name, script.path_info),
-    );
+    let (name, info) = (script.name.as_bytes(), script.path_info.as_bytes());
+    p.push_with("DOCUMENT_URI".len(), name.len() + info.len(), |w| {
+        w.extend_from_slice(b"DOCUMENT_URI");
+        w.extend_from_slice(name);
+        w.extend_from_slice(info);
+    });
     p.push("GATEWAY_INTERFACE", "CGI/1.1");
     p.push("SERVER_SOFTWARE", "rein");
     p.push("REQUEST_SCHEME", req.scheme);
@@ -116,28 +119,32 @@ fn protocol(v: Version) -> &'static str {
 }
 
 fn addresses(p: &mut Params, req: &RequestInfo) {
-    let (remote_ip, remote_port) = match req.remote {
-        Some(a) => (a.ip().to_canonical().to_string(), a.port()),
-        None => ("127.0.0.1".to_owned(), 0),
-    };
-    p.push("REMOTE_ADDR", remote_ip);
-    p.push("REMOTE_PORT", remote_port.to_string());
-    let local_ip = req
-        .local
-        .map(|a: SocketAddr| a.ip().to_canonical().to_string());
+    match req.remote {
+        Some(a) => {
+            p.push_display("REMOTE_ADDR", a.ip().to_canonical());
+            p.push_display("REMOTE_PORT", a.port());
+        }
+        None => {
+            p.push("REMOTE_ADDR", "127.0.0.1");
+            p.push("REMOTE_PORT", "0");
+        }
+    }
+    let local_ip = req.local.map(|a: SocketAddr| a.ip().to_canonical());
     let port = req
         .local
         .map(|a| a.port())
         .or_else(|| host_port(req))
         .unwrap_or(if req.scheme == "https" { 443 } else { 80 });
-    let name = match (&*req.host, &local_ip) {
-        ("", Some(ip)) => ip.clone(),
-        ("", None) => "localhost".to_owned(),
-        (host, _) => host.to_owned(),
-    };
-    p.push("SERVER_ADDR", local_ip.as_deref().unwrap_or("127.0.0.1"));
-    p.push("SERVER_PORT", port.to_string());
-    p.push("SERVER_NAME", name);
+    match local_ip {
+        Some(ip) => p.push_display("SERVER_ADDR", ip),
+        None => p.push("SERVER_ADDR", "127.0.0.1"),
+    }
+    p.push_display("SERVER_PORT", port);
+    match (&*req.host, local_ip) {
+        ("", Some(ip)) => p.push_display("SERVER_NAME", ip),
+        ("", None) => p.push("SERVER_NAME", "localhost"),
+        (host, _) => p.push("SERVER_NAME", host),
+    }
 }
 
 /// The port of the `Host` header, if it names one.
@@ -157,25 +164,29 @@ fn headers(p: &mut Params, req: &RequestInfo) {
             continue;
         }
         let sep: &[u8] = if name == COOKIE { b"; " } else { b", " };
-        let joined = req
-            .headers
-            .get_all(name)
+        let values = req.headers.get_all(name);
+        let (count, bytes) = values
             .iter()
-            .map(|v| v.as_bytes())
-            .collect::<Vec<_>>()
-            .join(sep);
-        let var: String = name
-            .as_str()
-            .chars()
-            .map(|c| {
-                if c == '-' {
-                    '_'
-                } else {
-                    c.to_ascii_uppercase()
+            .fold((0usize, 0usize), |(n, len), v| (n + 1, len + v.len()));
+        let value_len = bytes + sep.len() * count.saturating_sub(1);
+        // Written in place: `HTTP_` and the name upper-cased with `-` as `_`, then the values joined.
+        p.push_with(5 + name.as_str().len(), value_len, |w| {
+            w.extend_from_slice(b"HTTP_");
+            w.extend(name.as_str().bytes().map(cgi_name_byte));
+            for (i, v) in values.iter().enumerate() {
+                if i > 0 {
+                    w.extend_from_slice(sep);
                 }
-            })
-            .collect();
-        p.push(format!("HTTP_{var}"), joined);
+                w.extend_from_slice(v.as_bytes());
+            }
+        });
+    }
+}
+
+fn cgi_name_byte(b: u8) -> u8 {
+    match b {
+        b'-' => b'_',
+        b => b.to_ascii_uppercase(),
     }
 }
 
