@@ -13,7 +13,8 @@ command -v python3 >/dev/null || packages+=(python3)
 python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
 command -v node >/dev/null || packages+=(nodejs)
 compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
-# `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed).
+# `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed);
+# `ss` (iproute2 too): the backlog test reads the listening sockets' queue limits.
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=(iproute2)
 command -v unshare >/dev/null || packages+=(util-linux)
 if [ ${#packages[@]} -gt 0 ]; then

@@ -73,6 +73,12 @@ enum Var {
 impl Template {
     /// Parses `s`; `path` is where the string sits in the configuration, for errors.
     pub fn compile(s: &str, path: &JsonPath) -> Result<Self, ConfigError> {
+        if is_njs_template(s) {
+            return Err(path.error(
+                "a JavaScript template literal (`...`): rein has no njs; write the string with rein's \
+                 variables, without the backticks",
+            ));
+        }
         let mut parts = Vec::new();
         let mut rest = s;
         while let Some(at) = rest.find('$') {
@@ -138,6 +144,12 @@ impl Template {
             }
         }
     }
+}
+
+/// Unit runs a string between backticks as njs (`` "`/www${host}`" ``). Refused rather than taken as text:
+/// one whose `${...}` are rein's own variables would otherwise expand, backticks included, and differ silently.
+fn is_njs_template(s: &str) -> bool {
+    s.len() >= 2 && s.starts_with('`') && s.ends_with('`')
 }
 
 /// The name after a `$` and how many bytes the reference spans after the `$` (braces included).

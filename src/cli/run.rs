@@ -2,7 +2,8 @@
 //!
 //! The first configuration comes from `--config` if given, else from the state directory, else the embedded
 //! default. SIGHUP re-reads `--config` through the same validation as the API and reloads every application;
-//! SIGTERM, SIGINT and SIGQUIT stop accepting, let in-flight requests finish (up to `--stop-timeout`), and exit.
+//! SIGTERM, SIGINT and SIGQUIT stop accepting, let in-flight requests finish and stop the applications, all
+//! within `--stop-timeout`, and exit.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -91,19 +92,7 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
     wait_for_stop(&engine, args.config.as_deref(), signals).await;
 
-    tracing::info!("stopping: no new connections; letting requests in flight finish");
-    let drained = engine
-        .server()
-        .shutdown(Duration::from_secs_f64(args.stop_timeout.max(0.0)))
-        .await;
-    if !drained {
-        tracing::warn!("stop timeout reached with requests still in flight");
-    }
-    if let Some(supervisor) = engine.server().supervisor() {
-        supervisor
-            .shutdown(Duration::from_secs_f64(args.stop_timeout.max(0.0)))
-            .await;
-    }
+    stop_within(&engine, Duration::from_secs_f64(args.stop_timeout.max(0.0))).await;
     stop.cancel();
     let _ = control_task.await;
     if let Some(pid) = &args.pid {
@@ -111,6 +100,22 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Stops accepting, lets requests in flight finish, then stops the applications, all within `timeout`: one
+/// deadline for the whole stop, so that draining the applications (whose requests in flight the server already
+/// waited for) cannot hold rein past `--stop-timeout` a second time. Instances still running when rein exits
+/// get their death signal (`PR_SET_PDEATHSIG`).
+async fn stop_within(engine: &Engine, timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    tracing::info!("stopping: no new connections; letting requests in flight finish");
+    if !engine.server().shutdown(timeout).await {
+        tracing::warn!("stop timeout reached with requests still in flight");
+    }
+    if let Some(supervisor) = engine.server().supervisor() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        supervisor.shutdown(left).await;
+    }
 }
 
 /// `--config` wins; else the saved configuration; else the embedded default.

@@ -30,9 +30,7 @@ impl Bound {
             ListenAddr::Tcp(sa) => bind_tcp(*sa, backlog).map(Bound::Tcp),
             ListenAddr::Unix(path) => {
                 remove_stale_socket(path)?;
-                let std = std::os::unix::net::UnixListener::bind(path)?;
-                std.set_nonblocking(true)?;
-                Ok(Bound::Unix(std))
+                bind_unix(path, backlog).map(Bound::Unix)
             }
         }
     }
@@ -77,6 +75,16 @@ fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpList
     }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    Ok(socket.into())
+}
+
+/// Binds through socket2 rather than `UnixListener::bind`, whose backlog is fixed: `backlog` applies to Unix
+/// listeners as to TCP ones.
+fn bind_unix(path: &Path, backlog: i32) -> std::io::Result<std::os::unix::net::UnixListener> {
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&socket2::SockAddr::unix(path)?)?;
     socket.listen(backlog)?;
     Ok(socket.into())
 }

@@ -163,6 +163,13 @@ impl Health {
         }
     }
 
+    /// Active checks were turned off: what they held against the server goes with them, since no probe
+    /// would ever bring it back.
+    pub fn forget_probes(&mut self) {
+        self.down = false;
+        self.streak = 0;
+    }
+
     /// When the passive time-out ends (so a waiter can be woken), if one has
     /// been started and not cleared by a success since. The instant may be in
     /// the past: the time-out is running only while `now < out_until`.

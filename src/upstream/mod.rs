@@ -101,6 +101,11 @@ impl ServerState {
         result
     }
 
+    /// Clears the active checks' verdict (see [`Health::forget_probes`]).
+    fn forget_probes(&self) {
+        self.update_health(Health::forget_probes);
+    }
+
     /// Available as far as health goes. The clock is read only for a server with something held against it.
     fn is_available(&self, now: &mut LazyNow) -> bool {
         self.clean.load(Ordering::Acquire) || self.health().is_available(now.get())
@@ -555,7 +560,14 @@ fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf)
                 .map(|m| m.state.clone())
                 .unwrap_or_else(|| Arc::new(ServerState::new(s.addr.clone()))),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // A server kept across a change keeps its health, but not a verdict of active checks that are now off:
+    // nothing would ever probe it back, and it would stay out for good.
+    if conf.active.is_none() {
+        for m in &members {
+            m.state.forget_probes();
+        }
+    }
     Upstream::new(name, conf.clone(), members)
 }
 

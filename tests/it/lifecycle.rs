@@ -372,6 +372,42 @@ fn workers_share_listeners_and_a_unix_socket_file_outlives_its_removed_predecess
     );
 }
 
+/// `backlog` applies to Unix listeners as to TCP ones (a Unix listener had the system's maximum). The kernel's
+/// accept queue limit is read with `ss` (iproute2, which `scripts/test.sh` installs): `Send-Q` of a listening
+/// socket.
+#[test]
+fn a_listeners_backlog_applies_to_unix_and_tcp_sockets() {
+    let rein = Rein::start();
+    let sock = rein.dir.path().join("b.sock");
+    rein.configure(json!({
+        "listeners": {
+            format!("unix:{}", sock.display()): {"pass": "routes", "backlog": 79},
+            "127.0.0.1:0": {"pass": "routes", "backlog": 78}
+        },
+        "routes": [{"action": {"return": 204}}]
+    }));
+    let tcp = rein.bound("127.0.0.1:0").to_string();
+    assert_eq!(listen_queue_limit("-xlnH", &sock.display().to_string()), 79);
+    assert_eq!(listen_queue_limit("-tlnH", &tcp), 78);
+}
+
+/// The accept queue limit (`Send-Q`) `ss FLAGS` shows for the listening socket at `local`.
+fn listen_queue_limit(flags: &str, local: &str) -> u64 {
+    let out = Command::new("ss")
+        .arg(flags)
+        .output()
+        .expect("ss (iproute2) is needed by this test");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `Send-Q` is the column just before the local address (a `Netid` column comes first only for `-x`).
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find_map(|f| {
+            let at = f.iter().position(|x| *x == local)?;
+            f.get(at.checked_sub(1)?)?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("{local} not in `ss {flags}`:\n{text}"))
+}
+
 /// The README's first command: `rein run` with no configuration serves the welcome page on 127.0.0.1:8080.
 /// That port is fixed, so rein runs in a network namespace of its own (`unshare -rn`: a user namespace makes it
 /// work without root), where the port is surely free; the client runs in the same namespace.

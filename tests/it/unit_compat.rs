@@ -1183,6 +1183,21 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         "routes": [{"action": {"share": "`/www/html${hellonjs.hello(vars)}`"}}]}),
         "routes/0/action/share",
     );
+    // A template literal whose `${...}` are rein's own variables must not pass as text with backticks.
+    refuses(
+        &rein,
+        "njs share of plain variables",
+        json!({"listeners": {"127.0.0.1:0": {"pass": "routes"}},
+        "routes": [{"action": {"share": "`/www/html${uri}`"}}]}),
+        "routes/0/action/share",
+    );
+    refuses(
+        &rein,
+        "njs response header",
+        json!({"listeners": {"127.0.0.1:0": {"pass": "routes"}},
+        "routes": [{"action": {"return": 200, "response_headers": {"X-Host": "`${host}`"}}}]}),
+        "routes/0/action/response_headers/X-Host",
+    );
     // UNIT#configuration-return: "Integer (000–999)"; codes below 100 are not HTTP statuses.
     refuses(
         &rein,

@@ -40,6 +40,38 @@ fn an_app_ignoring_sigterm_is_killed_after_the_stop_timeout() {
     wait_for("the killed instance reaped", || !exists(second));
 }
 
+/// `--stop-timeout` bounds the whole stop, applications included: a request to an app still running at the
+/// deadline does not hold rein a second time while the app drains (it took twice the stop timeout).
+#[test]
+fn a_request_to_an_app_holds_a_stop_no_longer_than_the_stop_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rein = Rein::start_in(dir, &["--config", "EMPTY", "--stop-timeout", "1.5"]);
+    rein.wait_ready();
+    let addr = serve_one(
+        &rein,
+        "slow",
+        app(node(), &[&app_file("slow.js")], json!({})),
+    );
+    let pid = *wait_ready(&rein, "slow", 1).first().unwrap();
+    let mut conn = Conn::open(addr);
+    conn.send_raw(b"GET /?ms=20000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    wait_for("the request in flight on the app", || {
+        instances(&rein, "slow")
+            .first()
+            .is_some_and(|i| i["in_flight"] == 1)
+    });
+    let signalled = Instant::now();
+    rein.signal(Signal::SIGTERM);
+    let (code, stderr) = rein.wait_exit();
+    let took = signalled.elapsed();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        took >= Duration::from_millis(1300) && took < Duration::from_millis(2500),
+        "the stop took about the 1.5 s stop timeout, not twice it: {took:?}"
+    );
+    wait_for("the instance gone with rein", || !alive(pid));
+}
+
 #[test]
 fn removing_an_app_stops_its_grandchildren_and_leaves_no_zombies() {
     let rein = Rein::start();

@@ -96,3 +96,26 @@ fn active_health_takes_a_server_out_and_back() {
     assert!(names.iter().any(|n| n == "A"), "{names:?}");
     assert!(a.count("path=/whoami") > whoami_on_a);
 }
+
+/// Turning active checks off forgets what they held against a server: a server they had marked unhealthy used
+/// to stay out for good (every request a 503 after `queue_timeout`), since no probe would ever bring it back.
+#[test]
+fn turning_active_checks_off_brings_back_the_servers_they_took_out() {
+    let rein = Rein::start();
+    let a = Backend::python("A", "0", &[]);
+    let checked = json!({
+        "servers": servers(&[&a]),
+        "health": {"active": {"path": "/health", "interval": 0.1, "timeout": 1, "rise": 1, "fall": 1}},
+        "queue_timeout": 0.5,
+    });
+    let addr = serve_upstream(&rein, checked);
+    assert_eq!(a.direct("/health/down").status, 200);
+    wait_for("A to be unhealthy", || {
+        server_status(&rein, &a.addr())["state"] == "unhealthy"
+    });
+    let (status, body) = rein.api("DELETE", "/config/upstreams/u/health", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server_status(&rein, &a.addr())["state"], "healthy");
+    let r = Conn::open(addr).get("/whoami", &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "A"));
+}
