@@ -4,8 +4,10 @@
 
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
+use std::path::Path;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
@@ -26,6 +28,26 @@ pub enum Acks {
     /// read cost a `setsockopt` per request. HTTP servers (Node.js, nginx, gunicorn set `TCP_NODELAY`) need
     /// none of it.
     BeforeWait,
+}
+
+/// The longest pause between two connects to a Unix socket whose accept queue is full.
+const MAX_CONNECT_PAUSE: Duration = Duration::from_millis(50);
+
+/// Connects to a Unix socket, waiting while its accept queue is full. There, a Unix socket's connect fails at
+/// once (EAGAIN) where a TCP connect waits (its SYN is sent again), and a burst of new connections to a server
+/// slow to accept would turn into 502s and marks against its health. So it is tried again after a pause,
+/// doubling up to [`MAX_CONNECT_PAUSE`], as long as the caller's connect timeout allows.
+async fn connect_unix(path: &Path) -> io::Result<UnixStream> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match UnixStream::connect(path).await {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_CONNECT_PAUSE);
+            }
+            done => return done,
+        }
+    }
 }
 
 /// The socket under a connection.
@@ -51,7 +73,7 @@ impl Io {
                 let _ = s.set_nodelay(true);
                 Sock::Tcp(s)
             }
-            ServerAddr::Unix(path) => Sock::Unix(UnixStream::connect(path).await?),
+            ServerAddr::Unix(path) => Sock::Unix(connect_unix(path).await?),
         };
         Ok(Io {
             sock,

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """A small HTTP/1.1 keep-alive backend for rein's proxy tests (stdlib only).
 
-Usage: http_backend.py NAME LISTEN [--delay-ms N]
+Usage: http_backend.py NAME LISTEN [--delay-ms N] [--backlog N] [--accept-every-ms N]
   LISTEN is a TCP port ("0" picks one) on 127.0.0.1, or "unix:/path".
   --delay-ms N: every request is answered after N ms (a slow server).
+  --backlog N: the listen queue holds N connections (default 128).
+  --accept-every-ms N: a connection is accepted every N ms at most (a server slow to accept: with a small
+    backlog, connects beyond it are refused, at once with EAGAIN on a Unix socket).
 Prints the bound port (or the socket path) on its first line of stdout.
 
 Every answer carries `X-Backend: NAME`. Endpoints:
@@ -34,6 +37,14 @@ LISTEN = sys.argv[2]
 DELAY_MS = 0
 if "--delay-ms" in sys.argv:
     DELAY_MS = int(sys.argv[sys.argv.index("--delay-ms") + 1])
+
+
+def option(name, default):
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+BACKLOG = option("--backlog", 128)
+ACCEPT_EVERY_MS = option("--accept-every-ms", 0)
 
 LOCK = threading.Lock()
 BY_PATH = {}
@@ -190,14 +201,17 @@ class UnixServer(ThreadingHTTPServer):
         self.server_name, self.server_port = "localhost", 0
 
     def get_request(self):
+        if ACCEPT_EVERY_MS:
+            time.sleep(ACCEPT_EVERY_MS / 1000)  # the pace of a server slow to accept, not a wait for anything
         sock, _ = self.socket.accept()
         return sock, ("unix", 0)
 
 
 def main():
     ThreadingHTTPServer.daemon_threads = True
-    ThreadingHTTPServer.request_queue_size = 128
+    ThreadingHTTPServer.request_queue_size = BACKLOG
     if LISTEN.startswith("unix:"):
+        Handler.disable_nagle_algorithm = False  # TCP_NODELAY is no option of a Unix socket
         server = UnixServer(LISTEN[5:], Handler)
         print(LISTEN[5:], flush=True)
     else:

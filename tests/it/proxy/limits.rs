@@ -125,3 +125,23 @@ fn a_unix_server_key_serves_many_requests_over_few_connections() {
     );
     assert!(server["idle_connections"].as_u64() >= Some(1), "{st}");
 }
+
+/// A Unix socket's connect fails at once (EAGAIN) while the server's accept queue is full, where a TCP connect
+/// would wait (its SYN is sent again). rein waits too, within the connect timeout: a burst of new connections
+/// to a server slow to accept costs no 502, and no mark against the server's health.
+#[test]
+fn a_full_accept_queue_on_a_unix_server_makes_connects_wait_not_fail() {
+    let rein = Rein::start();
+    let sock = rein.dir.path().join("slow-accept.sock");
+    let key = format!("unix:{}", sock.display());
+    let _b = Backend::python("B", &key, &["--backlog", "1", "--accept-every-ms", "20"]);
+    let addr = serve_upstream(&rein, json!({"servers": {&key: {}}}));
+    // Requests at once, each on a new upstream connection: far more than the queue holds.
+    let burst: Vec<_> = (0..24)
+        .map(|_| std::thread::spawn(move || crate::harness::get(addr, "/whoami").status))
+        .collect();
+    let statuses: Vec<u16> = burst.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    let (_, st) = rein.api("GET", "/status/upstreams/u", None);
+    assert_eq!(st["servers"][&key]["failures"], 0, "{st}");
+}
