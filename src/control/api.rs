@@ -33,7 +33,9 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
                 &etag,
             )
         }
-        ("status" | "", _) => fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None),
+        ("status" | "control" | "", _) => {
+            fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None)
+        }
         _ => fail(StatusCode::NOT_FOUND, "Invalid path.", None),
     }
 }

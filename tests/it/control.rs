@@ -64,6 +64,10 @@ fn edits_nested_paths_and_arrays() {
     assert_eq!(rein.api("GET", "/elsewhere", None).0, 404);
     assert_eq!(rein.api("PATCH", "/config", Some("{}")).0, 405);
     assert_eq!(rein.api("DELETE", "/status", None).0, 405);
+    assert_eq!(
+        rein.api("POST", "/control/applications/web/restart", None),
+        (405, json!({"error": "Invalid method."}))
+    );
 }
 
 #[test]
