@@ -45,7 +45,7 @@ fn an_app_ignoring_sigterm_is_killed_after_the_stop_timeout() {
 #[test]
 fn a_request_to_an_app_holds_a_stop_no_longer_than_the_stop_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rein = Rein::start_in(dir, &["--config", "EMPTY", "--stop-timeout", "1.5"]);
+    let mut rein = Rein::start_in(dir, &["--config", "EMPTY", "--stop-timeout", "2"]);
     rein.wait_ready();
     let addr = serve_one(
         &rein,
@@ -65,9 +65,11 @@ fn a_request_to_an_app_holds_a_stop_no_longer_than_the_stop_timeout() {
     let (code, stderr) = rein.wait_exit();
     let took = signalled.elapsed();
     assert_eq!(code, Some(0), "{stderr}");
+    // Not a speed measurement: the stop timeout is configured behaviour. With the bug the stop took twice it
+    // (4 s); the window leaves 1.5 s for rein's exit on a loaded machine.
     assert!(
-        took >= Duration::from_millis(1300) && took < Duration::from_millis(2500),
-        "the stop took about the 1.5 s stop timeout, not twice it: {took:?}"
+        took >= Duration::from_millis(1800) && took < Duration::from_millis(3500),
+        "the stop took about the 2 s stop timeout, not twice it: {took:?}"
     );
     wait_for("the instance gone with rein", || !alive(pid));
 }
