@@ -187,10 +187,6 @@ def host_busy_seconds():
     return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid):
-    return sum(cpu_split_seconds(pid))
-
-
 def cpu_split_seconds(pid):
     """(user, kernel) CPU seconds of a process, all its threads (utime, stime)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -354,9 +350,7 @@ def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=Tru
     pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     also0 = [s.cpu() for s in also]
-    split = getattr(server, "cpu_split", None)
-    split0 = split() if split else None
-    cpu0, host0, t0 = server.cpu(), host_busy_seconds(), time.monotonic()
+    (user0, kernel0), host0, t0 = _cpu_reading(server), host_busy_seconds(), time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pre)
     RUNNING.append(proc)
     mid = {}
@@ -370,8 +364,8 @@ def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=Tru
     if sample_memory:
         timer.join()
     wall = time.monotonic() - t0
-    cpu1, host1 = server.cpu(), host_busy_seconds()
-    split1 = split() if split else None
+    (user1, kernel1), host1 = _cpu_reading(server), host_busy_seconds()
+    cpu0, cpu1 = user0 + (kernel0 or 0), user1 + (kernel1 or 0)
     also1 = [s.cpu() for s in also]
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     RUNNING.remove(proc)
@@ -390,16 +384,22 @@ def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=Tru
     if res.get("requests"):
         n = res["requests"]
         res["server_cpu_us_per_req"] = round(1e6 * (cpu1 - cpu0) / n, 2)
-        # The whole machine's busy CPU per request: on a saturated machine RPS is its inverse.
-        res["host_cpu_us_per_req"] = round(1e6 * (host1 - host0) / n, 2)
-        if split0 and split1:
-            res["server_user_us_per_req"] = round(1e6 * (split1[0] - split0[0]) / n, 2)
-            res["server_kernel_us_per_req"] = round(1e6 * (split1[1] - split0[1]) / n, 2)
+        if kernel0 is not None:
+            res["server_user_us_per_req"] = round(1e6 * (user1 - user0) / n, 2)
+            res["server_kernel_us_per_req"] = round(1e6 * (kernel1 - kernel0) / n, 2)
     if mid:
         res["rss_mid_kb"] = mid["VmRSS"]
         res["pss_mid_kb"] = mid["Pss"]
     res["raw"] = out
     return res
+
+
+def _cpu_reading(server):
+    """(user, kernel) CPU seconds of `server`; kernel is None for a server that reports only a total (then
+    the total is in `user`)."""
+    if hasattr(server, "cpu_split"):
+        return server.cpu_split()
+    return server.cpu(), None
 
 
 def wrk_errors(r):

@@ -102,11 +102,10 @@ impl Params {
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let mut rest = self.wire.as_slice();
-        // The pairs were encoded here, so they read back whole.
-        std::iter::from_fn(move || {
-            (!rest.is_empty())
-                .then(|| take_pair(&mut rest).ok())
-                .flatten()
+        // The pairs were encoded here, so they read back whole: the iteration ends where the bytes do.
+        std::iter::from_fn(move || match rest.is_empty() {
+            true => None,
+            false => take_pair(&mut rest).ok(),
         })
     }
 
