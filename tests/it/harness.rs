@@ -80,9 +80,17 @@ impl Rein {
     }
 
     /// Waits until the control API answers.
+    /// Waits until the control API answers. Connecting is not enough: the socket accepts from the moment it is
+    /// bound, before the applications' directories exist and the first configuration is applied.
     pub fn wait_ready(&self) {
         wait_for("the control API", || {
-            UnixStream::connect(self.control()).is_ok()
+            let Ok(mut s) = UnixStream::connect(self.control()) else {
+                return false;
+            };
+            let mut answer = String::new();
+            s.write_all(b"GET /status HTTP/1.0\r\n\r\n").is_ok()
+                && s.read_to_string(&mut answer).is_ok()
+                && answer.split(' ').nth(1) == Some("200")
         });
     }
 
