@@ -2,13 +2,14 @@
 //! on the way in, and the upgrade handshake kept for WebSocket and other `Upgrade` requests.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::http1::{HeadWriter, connection_lists};
 
-const HOP_BY_HOP: [HeaderName; 7] = [
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -38,11 +39,23 @@ pub fn wants_upgrade(headers: &HeaderMap) -> bool {
 /// Removes hop-by-hop fields, including those the `Connection` field names; keeps the upgrade pair when
 /// `keep_upgrade`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    // One pass over the names present finds what goes (most answers carry none or two such fields): a lookup
+    // of each of the seven names cost more than the rest of the answer's handling.
+    let mut gone: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP_BY_HOP.contains(name))
+        .cloned()
+        .collect();
+    if gone.is_empty() && !keep_upgrade {
+        return;
+    }
+    if gone.contains(&header::CONNECTION) {
+        gone.extend(connection_named(headers));
+    }
     let upgrade = keep_upgrade
         .then(|| headers.get(header::UPGRADE).cloned())
         .flatten();
-    let named: Vec<HeaderName> = connection_named(headers).collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    for name in &gone {
         headers.remove(name);
     }
     if let Some(upgrade) = upgrade {
@@ -83,17 +96,18 @@ pub fn write_upstream_fields(
         head.field("connection", b"upgrade");
     }
     if let Some(ip) = remote.map(|r| r.ip().to_canonical()) {
-        let mut chain = String::new();
-        if !dropped(&X_FORWARDED_FOR) {
-            for prior in headers.get_all(&X_FORWARDED_FOR).iter() {
-                if let Ok(prior) = prior.to_str() {
-                    chain.push_str(prior);
-                    chain.push_str(", ");
+        let chain = !dropped(&X_FORWARDED_FOR);
+        head.field_with(X_FORWARDED_FOR.as_str(), |out| {
+            if chain {
+                for prior in headers.get_all(&X_FORWARDED_FOR).iter() {
+                    if let Ok(prior) = prior.to_str() {
+                        out.put_slice(prior.as_bytes());
+                        out.put_slice(b", ");
+                    }
                 }
             }
-        }
-        let _ = write!(chain, "{ip}");
-        head.field(X_FORWARDED_FOR.as_str(), chain.as_bytes());
+            put_ip(out, ip);
+        });
     }
     if HeaderValue::try_from(scheme).is_ok() {
         head.field(X_FORWARDED_PROTO.as_str(), scheme.as_bytes());
@@ -109,13 +123,40 @@ pub fn write_upstream_fields(
 /// The fields a request's `Connection` field names (hop-by-hop by that naming). `Host` is never one: it is for
 /// every recipient (RFC 9110 §7.6.1), and a client that named it would have the server see another host than
 /// the one rein routed on.
+/// Writes an address as `Display` does; an IPv4 one without the formatting machinery, which cost more than
+/// the rest of the request head together.
+fn put_ip(out: &mut BytesMut, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.put_u8(b'.');
+                }
+                if octet >= 100 {
+                    out.put_u8(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.put_u8(b'0' + octet / 10 % 10);
+                }
+                out.put_u8(b'0' + octet % 10);
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
 fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
     headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .map(str::trim)
+        // The tokens nearly every message carries name no field, or one that goes anyway: no name to make.
+        .filter(|t| !t.eq_ignore_ascii_case("keep-alive") && !t.eq_ignore_ascii_case("close"))
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .filter(|name| *name != header::HOST)
 }
 
@@ -200,6 +241,33 @@ mod tests {
              x-forwarded-for: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\nx-forwarded-proto: https\r\n\
              x-forwarded-host: example.com\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        let mut ips: Vec<IpAddr> = ["::1", "2001:db8::8a2e:370:7334", "::ffff:10.0.0.1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        for octet in [0u8, 1, 9, 10, 42, 99, 100, 101, 199, 200, 255] {
+            ips.push(IpAddr::from([octet, 255 - octet, octet / 2, 7]));
+        }
+        for ip in ips {
+            let mut out = BytesMut::new();
+            put_ip(&mut out, ip);
+            assert_eq!(out, ip.to_string().as_bytes(), "{ip}");
+        }
+    }
+
+    #[test]
+    fn answers_without_hop_by_hop_fields_are_left_as_they_are() {
+        let mut h = map(&[("content-type", "text/plain"), ("content-length", "5")]);
+        let before = h.clone();
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h, before);
+        let mut h = map(&[("keep-alive", "timeout=5"), ("date", "x")]);
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.keys().collect::<Vec<_>>(), ["date"]);
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod retry_tests;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::{Bytes, BytesMut};
 use http::{Method, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
@@ -199,14 +200,39 @@ async fn buffered(
     slot: Slot,
 ) -> Result<Response<Body>, ProxyError> {
     let (mut parts, answer) = response.into_parts();
-    let bytes = match http_body_util::BodyExt::collect(answer).await {
-        Ok(collected) => collected.to_bytes(),
+    let bytes = match read_whole(answer).await {
+        Ok(bytes) => bytes,
         Err(e) => return Err(broken(&slot, e)),
     };
     slot.record(true);
     drop(slot);
     headers::strip_hop_by_hop(&mut parts.headers, false);
     Ok(Response::from_parts(parts, rbody::full(bytes)))
+}
+
+/// All of a body: the one piece a small answer nearly always arrives in, or its pieces joined (`collect`
+/// keeps a list of pieces for that, whose cost showed in every proxied request).
+async fn read_whole<B: http_body::Body<Data = Bytes> + Unpin>(
+    mut body: B,
+) -> Result<Bytes, B::Error> {
+    let mut first = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers: not passed on
+        };
+        match &mut joined {
+            Some(joined) => joined.extend_from_slice(&data),
+            None if first.is_empty() => first = data,
+            None => {
+                let mut both = BytesMut::with_capacity(first.len() + data.len());
+                both.extend_from_slice(&first);
+                both.extend_from_slice(&data);
+                joined = Some(both);
+            }
+        }
+    }
+    Ok(joined.map_or(first, BytesMut::freeze))
 }
 
 /// The server's answer as it goes to the client: hop-by-hop fields removed, the body streamed back, or, for a
@@ -245,4 +271,29 @@ async fn tunnel(client: OnUpgrade, mut server: Upgraded, slot: Slot) {
 /// The client's address for `ip_hash`, from the request.
 pub fn client_ip(remote: Option<SocketAddr>) -> Option<std::net::IpAddr> {
     remote.map(|r| r.ip().to_canonical())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+
+    use super::*;
+
+    async fn whole(pieces: &[&'static str]) -> Bytes {
+        let frames = pieces
+            .iter()
+            .map(|p| Ok::<_, Infallible>(Frame::data(Bytes::from_static(p.as_bytes()))));
+        let body = StreamBody::new(futures_util::stream::iter(frames.collect::<Vec<_>>()));
+        read_whole(body).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_whole_in_one_piece_or_many() {
+        assert_eq!(whole(&[]).await, "");
+        assert_eq!(whole(&["hello"]).await, "hello");
+        assert_eq!(whole(&["", "he", "", "llo", " world"]).await, "hello world");
+    }
 }
