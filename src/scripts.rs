@@ -13,6 +13,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,8 @@ const FOUND_FOR: Duration = Duration::from_secs(1);
 const FOUND_MAX: usize = 1024;
 
 thread_local! {
-    static FOUND: RefCell<HashMap<PathBuf, Instant>> = RefCell::new(HashMap::new());
+    // Keyed by the path's bytes: hashing a `Path` walks its components, twice the cost.
+    static FOUND: RefCell<HashMap<Box<[u8]>, Instant>> = RefCell::new(HashMap::new());
 }
 
 /// Where a PHP request goes.
@@ -52,19 +54,20 @@ impl PhpTarget {
     /// The script (or file) that answers the decoded, normalised request `path`.
     pub fn resolve(&self, path: &str) -> Resolved {
         if let Some(script) = &self.script {
-            return Resolved::Script(self.script(&format!("/{script}"), path));
+            let name = ["/", script].concat();
+            return Resolved::Script(self.script(self.file(&name), &name, path));
         }
         if let Some(end) = php_split(path) {
             let (name, info) = path.split_at(end);
-            return match self.is_file(name) {
-                true => Resolved::Script(self.script(name, info)),
-                false => Resolved::NotFound,
+            return match self.found(name) {
+                Some(file) => Resolved::Script(self.script(file, name, info)),
+                None => Resolved::NotFound,
             };
         }
         if path.ends_with('/') {
-            let name = format!("{path}{}", self.index);
-            if self.is_file(&name) {
-                return Resolved::Script(self.script(&name, ""));
+            let name = [path, &self.index].concat();
+            if let Some(file) = self.found(&name) {
+                return Resolved::Script(self.script(file, &name, ""));
             }
         } else {
             let file = self.file(path);
@@ -75,10 +78,10 @@ impl PhpTarget {
                 return Resolved::Slash(format!("{path}/"));
             }
         }
-        let front = format!("/{}", self.index);
-        match self.is_file(&front) {
-            true => Resolved::Script(self.script(&front, "")),
-            false => Resolved::NotFound,
+        let front = ["/", &self.index].concat();
+        match self.found(&front) {
+            Some(file) => Resolved::Script(self.script(file, &front, "")),
+            None => Resolved::NotFound,
         }
     }
 
@@ -86,13 +89,15 @@ impl PhpTarget {
         self.root.join(name.trim_start_matches('/'))
     }
 
-    fn is_file(&self, name: &str) -> bool {
-        script_exists(&self.file(name), Instant::now())
+    /// The script's file, if it is one.
+    fn found(&self, name: &str) -> Option<PathBuf> {
+        let file = self.file(name);
+        script_exists(&file, Instant::now()).then_some(file)
     }
 
-    fn script(&self, name: &str, path_info: &str) -> Script {
+    fn script(&self, filename: PathBuf, name: &str, path_info: &str) -> Script {
         Script {
-            filename: self.file(name),
+            filename,
             name: name.to_owned(),
             path_info: path_info.to_owned(),
             document_root: self.root.clone(),
@@ -105,13 +110,14 @@ impl PhpTarget {
 /// Whether `path` is a file, as found within [`FOUND_FOR`] before `now` or looked up now.
 fn script_exists(path: &Path, now: Instant) -> bool {
     let fresh = |at: &Instant| now.saturating_duration_since(*at) < FOUND_FOR;
-    if FOUND.with_borrow(|found| found.get(path).is_some_and(fresh)) {
+    let key = path.as_os_str().as_bytes();
+    if FOUND.with_borrow(|found| found.get(key).is_some_and(fresh)) {
         return true;
     }
     let file = path.is_file();
     FOUND.with_borrow_mut(|found| {
         if !file {
-            found.remove(path);
+            found.remove(key);
             return;
         }
         if found.len() >= FOUND_MAX {
@@ -120,7 +126,7 @@ fn script_exists(path: &Path, now: Instant) -> bool {
                 found.clear();
             }
         }
-        found.insert(path.to_owned(), now);
+        found.insert(key.into(), now);
     });
     file
 }

@@ -20,6 +20,7 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST};
 use http::{HeaderName, Version};
 
 use super::params::Params;
+use crate::ascii;
 use crate::request::RequestInfo;
 
 /// The script a request runs, as the router resolved it.
@@ -67,7 +68,7 @@ pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>)
     }
     let header_len = req.headers.get(CONTENT_LENGTH).map(|v| v.as_bytes());
     match (body_len, header_len) {
-        (Some(n), _) => p.push_display("CONTENT_LENGTH", n),
+        (Some(n), _) => p.push("CONTENT_LENGTH", ascii::number(n).as_bytes()),
         (None, Some(h)) => p.push("CONTENT_LENGTH", h),
         (None, None) => {}
     }
@@ -121,8 +122,8 @@ fn protocol(v: Version) -> &'static str {
 fn addresses(p: &mut Params, req: &RequestInfo) {
     match req.remote {
         Some(a) => {
-            p.push_display("REMOTE_ADDR", a.ip().to_canonical());
-            p.push_display("REMOTE_PORT", a.port());
+            p.push("REMOTE_ADDR", ascii::ip(a.ip().to_canonical()).as_bytes());
+            p.push("REMOTE_PORT", ascii::number(a.port().into()).as_bytes());
         }
         None => {
             p.push("REMOTE_ADDR", "127.0.0.1");
@@ -136,12 +137,12 @@ fn addresses(p: &mut Params, req: &RequestInfo) {
         .or_else(|| host_port(req))
         .unwrap_or(if req.scheme == "https" { 443 } else { 80 });
     match local_ip {
-        Some(ip) => p.push_display("SERVER_ADDR", ip),
+        Some(ip) => p.push("SERVER_ADDR", ascii::ip(ip).as_bytes()),
         None => p.push("SERVER_ADDR", "127.0.0.1"),
     }
-    p.push_display("SERVER_PORT", port);
+    p.push("SERVER_PORT", ascii::number(port.into()).as_bytes());
     match (&*req.host, local_ip) {
-        ("", Some(ip)) => p.push_display("SERVER_NAME", ip),
+        ("", Some(ip)) => p.push("SERVER_NAME", ascii::ip(ip).as_bytes()),
         ("", None) => p.push("SERVER_NAME", "localhost"),
         (host, _) => p.push("SERVER_NAME", host),
     }

@@ -1,10 +1,9 @@
 //! Header rules of a proxy hop: hop-by-hop fields removed both ways (RFC 9110 §7.6.1), `X-Forwarded-*` added
 //! on the way in, and the upgrade handshake kept for WebSocket and other `Upgrade` requests.
 
-use std::fmt::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::http1::{HeadWriter, connection_lists};
@@ -106,7 +105,7 @@ pub fn write_upstream_fields(
                     }
                 }
             }
-            put_ip(out, ip);
+            out.put_slice(crate::ascii::ip(ip).as_bytes());
         });
     }
     if HeaderValue::try_from(scheme).is_ok() {
@@ -123,30 +122,6 @@ pub fn write_upstream_fields(
 /// The fields a request's `Connection` field names (hop-by-hop by that naming). `Host` is never one: it is for
 /// every recipient (RFC 9110 §7.6.1), and a client that named it would have the server see another host than
 /// the one rein routed on.
-/// Writes an address as `Display` does; an IPv4 one without the formatting machinery, which cost more than
-/// the rest of the request head together.
-fn put_ip(out: &mut BytesMut, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.put_u8(b'.');
-                }
-                if octet >= 100 {
-                    out.put_u8(b'0' + octet / 100);
-                }
-                if octet >= 10 {
-                    out.put_u8(b'0' + octet / 10 % 10);
-                }
-                out.put_u8(b'0' + octet % 10);
-            }
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
-        }
-    }
-}
-
 fn connection_named(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
     headers
         .get_all(header::CONNECTION)
@@ -241,22 +216,6 @@ mod tests {
              x-forwarded-for: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\nx-forwarded-proto: https\r\n\
              x-forwarded-host: example.com\r\n\r\n"
         );
-    }
-
-    #[test]
-    fn addresses_are_written_as_display_writes_them() {
-        let mut ips: Vec<IpAddr> = ["::1", "2001:db8::8a2e:370:7334", "::ffff:10.0.0.1"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
-        for octet in [0u8, 1, 9, 10, 42, 99, 100, 101, 199, 200, 255] {
-            ips.push(IpAddr::from([octet, 255 - octet, octet / 2, 7]));
-        }
-        for ip in ips {
-            let mut out = BytesMut::new();
-            put_ip(&mut out, ip);
-            assert_eq!(out, ip.to_string().as_bytes(), "{ip}");
-        }
     }
 
     #[test]
