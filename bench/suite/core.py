@@ -207,6 +207,11 @@ class Stack:
     def cpu(self):
         return benchlib.cpu_of(self.pids())
 
+    def proxy_pids(self):
+        """The processes standing between the load and the apps (rein itself; nginx's master and workers),
+        whose CPU is reported apart from the apps'; None where there is no such hop (PM2's cluster)."""
+        return None
+
     def url(self):
         return f"http://127.0.0.1:{self.port}{self.path}"
 

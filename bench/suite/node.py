@@ -20,9 +20,18 @@ MEM_CONNS = 100
 
 
 def _wrk(ctx, s, conns, duration, sample_memory=False):
+    proxy = s.proxy_pids()
+    proxy0 = benchlib.cpu_split_of(proxy) if proxy else None
     r = benchlib.run_wrk(ctx.bins["wrk"], s, ctx.args.threads, conns, duration, None, s.path,
                          sample_memory=sample_memory)
     r["errors"] = wrk_errors(r)
+    if r.get("requests") and r.get("rps"):
+        # What a request cost each part: the stack (server and its instances), wrk, and the proxy hop apart.
+        r["wrk_us_per_req"] = round(r["wrk_cpu_pct"] * 1e4 / r["rps"], 2)
+        if proxy0:
+            user, kernel = (b - a for a, b in zip(proxy0, benchlib.cpu_split_of(proxy)))
+            r["proxy_user_us_per_req"] = round(1e6 * user / r["requests"], 2)
+            r["proxy_kernel_us_per_req"] = round(1e6 * kernel / r["requests"], 2)
     r["command"] = f"wrk -t{ctx.args.threads} -c{conns} -d{duration}s --latency {s.url()}"
     return r
 
@@ -105,6 +114,10 @@ def summarize_points(runs, point_key):
                     rps_rounds=[round(r["rps"]) for r in rs],
                     server_cpu_pct_median=benchlib.median(r["server_cpu_pct"] for r in rs),
                 )
+                for key in ("server_cpu_us_per_req", "wrk_us_per_req", "proxy_user_us_per_req",
+                            "proxy_kernel_us_per_req"):
+                    if all(key in r for r in rs):
+                        row[key + "_median"] = benchlib.median(r[key] for r in rs)
             out[name][str(pt)] = row
     return out
 

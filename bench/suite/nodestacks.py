@@ -58,6 +58,9 @@ class ReinNode(Rein):
     def instances(self):
         return self.ready_instances(APP)
 
+    def proxy_pids(self):
+        return [self.proc.pid] if self.proc.alive() else []
+
     def capacity(self, victim):
         ready = self.instances()
         return len(ready) >= INSTANCES and all(p != victim for p, _ in ready)
@@ -227,6 +230,9 @@ class NginxNode(Nginx):
         for i in self.instances_:
             out += i.pids()
         return out
+
+    def proxy_pids(self):
+        return self.proc.pids()
 
     def instances(self):
         return [(i.pid(), i.age()) for i in self.instances_ if i.pid()]

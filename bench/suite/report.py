@@ -286,6 +286,55 @@ def _skips(sc):
     return [""] + out if out else []
 
 
+NODE_TARGET = 1.2  # issue 4: rein's RPS at least 1.2 × nginx's over the same instances
+
+
+def node_budget(rein, nginx):
+    """The most user-space CPU per request (µs) rein's own process could spend and still reach NODE_TARGET ×
+    nginx's RPS on this saturated machine, everything else (its kernel work, its instances, wrk) as measured:
+    RPS follows the CPU a request costs everything on the machine. Negative: out of reach even with none."""
+    keys = ("server_cpu_us_per_req_median", "wrk_us_per_req_median", "proxy_user_us_per_req_median")
+    if not all(k in rein for k in keys) or not all(k in nginx for k in keys[:2]):
+        return None
+    allowed = (nginx["server_cpu_us_per_req_median"] + nginx["wrk_us_per_req_median"]) / NODE_TARGET
+    rest = rein["server_cpu_us_per_req_median"] - rein["proxy_user_us_per_req_median"] + rein["wrk_us_per_req_median"]
+    return allowed - rest
+
+
+def _node_cpu(summary, stacks, conns):
+    """CPU per request of each part of each stack, and rein's user-space budget for the RPS target."""
+    rows, budgets = [], []
+    for c in conns:
+        for name in stacks:
+            x = summary.get(name, {}).get(str(c), {})
+            if "server_cpu_us_per_req_median" not in x:
+                continue
+            whole = x["server_cpu_us_per_req_median"]
+            if "proxy_user_us_per_req_median" in x:
+                pu, pk = x["proxy_user_us_per_req_median"], x["proxy_kernel_us_per_req_median"]
+                proxy, apps = f"{pu:.1f} + {pk:.1f}", f"{whole - pu - pk:.1f}"
+            else:
+                proxy, apps = "–", f"{whole:.1f}"
+            rows.append(f"| {c} | {_l(name)} | {whole:.1f} | {proxy} | {apps} | "
+                        f"{x.get('wrk_us_per_req_median', 0):.1f} |")
+        b = node_budget(summary.get("rein", {}).get(str(c), {}), summary.get("nginx", {}).get(str(c), {}))
+        if b is not None:
+            budgets.append(f"c={c}: {b:.1f} µs (rein's is "
+                           f"{summary['rein'][str(c)]['proxy_user_us_per_req_median']:.1f})")
+    if not rows:
+        return []
+    out = ["CPU per request, medians (µs; the stack is the server and its two instances, the proxy hop its "
+           "user + kernel time, the instances the rest):\n",
+           "| connections | server | stack | proxy hop (user + kernel) | instances | wrk |",
+           "|---:|---|---:|---:|---:|---:|"] + rows + [""]
+    if budgets:
+        out.append(f"On these two shared CPUs, RPS follows what a request costs everything on the machine. For "
+                   f"rein to reach {NODE_TARGET} × nginx's RPS, with its kernel work, its instances and wrk as "
+                   "measured, its own user-space work per request could be at most: " + "; ".join(budgets) +
+                   ". A negative budget: out of reach even with none.\n")
+    return out
+
+
 def _node_section(result):
     sc = result["scenarios"].get("node")
     out = ["### 3. Node.js JSON hello: requests per second and latency", ""]
@@ -300,6 +349,7 @@ def _node_section(result):
     stacks = list(sc["summary"].keys())
     out += _points_table(sc["summary"], stacks, st["conns"])
     out.append("")
+    out += _node_cpu(sc["summary"], stacks, st["conns"])
     ab = sc.get("ab_summary", {})
     if ab:
         out.append(f"`{st['ab_command']}` (the published comparisons' tool; HTTP/1.0 keep-alive), medians of "
