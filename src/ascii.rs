@@ -32,6 +32,17 @@ impl Text {
         self.len += 1;
     }
 
+    /// An octet: the common case, without the division loop of `push_u64`.
+    fn push_u8(&mut self, n: u8) {
+        if n >= 100 {
+            self.push(b'0' + n / 100);
+        }
+        if n >= 10 {
+            self.push(b'0' + n / 10 % 10);
+        }
+        self.push(b'0' + n % 10);
+    }
+
     fn push_u64(&mut self, mut n: u64) {
         let mut digits = [0u8; 20];
         let mut at = digits.len();
@@ -77,7 +88,7 @@ pub fn ip(ip: IpAddr) -> Text {
                 if i > 0 {
                     t.push(b'.');
                 }
-                t.push_u64(octet.into());
+                t.push_u8(octet);
             }
         }
         IpAddr::V6(v6) => {
