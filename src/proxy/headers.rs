@@ -76,18 +76,29 @@ pub fn write_upstream_fields(
     scheme: &str,
     upgrading: bool,
 ) {
-    let named: Vec<HeaderName> = connection_named(headers).collect();
+    // What the fields hold is learnt in the pass that writes them, rather than by a lookup of each name that
+    // matters: most requests carry none of `Connection` and `X-Forwarded-For`.
+    let named: Vec<HeaderName> = match headers.keys().any(|n| n == header::CONNECTION) {
+        true => connection_named(headers).collect(),
+        false => Vec::new(),
+    };
     let dropped = |name: &HeaderName| {
         HOP_BY_HOP.contains(name)
             || named.contains(name)
             || [header::EXPECT, X_FORWARDED_PROTO, X_FORWARDED_HOST].contains(name)
     };
-    let mut has_host = false;
+    let (mut host, mut forwarded_for) = (None, false);
     for (name, value) in headers {
-        if dropped(name) || *name == X_FORWARDED_FOR {
+        if *name == X_FORWARDED_FOR {
+            forwarded_for = true;
             continue;
         }
-        has_host |= *name == header::HOST;
+        if dropped(name) {
+            continue;
+        }
+        if *name == header::HOST && host.is_none() {
+            host = Some(value);
+        }
         head.field(name.as_str(), value.as_bytes());
     }
     if upgrading && let Some(upgrade) = headers.get(header::UPGRADE) {
@@ -95,7 +106,7 @@ pub fn write_upstream_fields(
         head.field("connection", b"upgrade");
     }
     if let Some(ip) = remote.map(|r| r.ip().to_canonical()) {
-        let chain = !dropped(&X_FORWARDED_FOR);
+        let chain = forwarded_for && !dropped(&X_FORWARDED_FOR);
         head.field_with(X_FORWARDED_FOR.as_str(), |out| {
             if chain {
                 for prior in headers.get_all(&X_FORWARDED_FOR).iter() {
@@ -111,11 +122,9 @@ pub fn write_upstream_fields(
     if HeaderValue::try_from(scheme).is_ok() {
         head.field(X_FORWARDED_PROTO.as_str(), scheme.as_bytes());
     }
-    if let Some(host) = headers.get(header::HOST) {
-        head.field(X_FORWARDED_HOST.as_str(), host.as_bytes());
-    }
-    if !has_host {
-        head.field("host", b"localhost");
+    match host {
+        Some(host) => head.field(X_FORWARDED_HOST.as_str(), host.as_bytes()),
+        None => head.field("host", b"localhost"),
     }
 }
 
