@@ -122,6 +122,11 @@ impl Params {
         buf.extend_from_slice(&self.wire);
     }
 
+    /// The pairs as they are encoded: the content of a PARAMS stream, before cutting into records.
+    pub fn encoded(&self) -> &[u8] {
+        &self.wire
+    }
+
     /// Reads encoded pairs: the whole content of a PARAMS stream, or of a GET_VALUES(_RESULT) record.
     pub fn decode(mut data: &[u8]) -> Result<Params, ParamsError> {
         let mut params = Params::new();

@@ -2,14 +2,15 @@
 //!
 //! [`Upload`] carries the client's body upstream, enforcing `max_body_size` and telling the connection that a
 //! body is being read (so `body_read_timeout` applies). [`Held`] carries the server's answer back (the
-//! transport's client bounds the waits between reads) and tells passive health how it ended.
+//! transport's client bounds the waits between reads) and tells passive health how it ended. [`Gathered`]
+//! holds the start of an answer read before the client sees any of it.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 
@@ -175,5 +176,61 @@ impl<B: HttpBody> Drop for Held<B> {
         if self.inner.is_end_stream() {
             self.finish(true);
         }
+    }
+}
+
+/// Pieces of a body gathered into one: the first kept as it came (a small answer nearly always arrives in
+/// one), copied only when a second follows.
+#[derive(Default)]
+pub(crate) struct Gathered {
+    first: Bytes,
+    joined: Option<BytesMut>,
+}
+
+impl Gathered {
+    pub fn push(&mut self, data: Bytes) {
+        match &mut self.joined {
+            Some(joined) => joined.extend_from_slice(&data),
+            None if self.first.is_empty() => self.first = data,
+            None if data.is_empty() => {}
+            None => {
+                let mut both = BytesMut::with_capacity(self.first.len() + data.len());
+                both.extend_from_slice(&self.first);
+                both.extend_from_slice(&data);
+                self.joined = Some(both);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.joined.as_ref().map_or(self.first.len(), BytesMut::len)
+    }
+
+    pub fn into_bytes(self) -> Bytes {
+        self.joined.map_or(self.first, BytesMut::freeze)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathered_pieces_keep_the_first_as_it_came_and_join_the_rest() {
+        let g = Gathered::default();
+        assert_eq!((g.len(), g.into_bytes()), (0, Bytes::new()));
+        let hello = Bytes::from_static(b"hello");
+        let mut g = Gathered::default();
+        g.push(hello.clone());
+        g.push(Bytes::new());
+        assert_eq!(g.len(), 5);
+        let one = g.into_bytes();
+        assert_eq!(one.as_ptr(), hello.as_ptr(), "one piece is not copied");
+        let mut g = Gathered::default();
+        for piece in ["", "he", "llo", "", " world"] {
+            g.push(Bytes::from_static(piece.as_bytes()));
+        }
+        assert_eq!(g.len(), 11);
+        assert_eq!(g.into_bytes(), "hello world");
     }
 }

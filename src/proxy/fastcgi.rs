@@ -5,14 +5,15 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use bytes::BytesMut;
 use futures_util::StreamExt;
 use http::Response;
 use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 
 use super::retry::{self, Failed};
-use super::{Held, Outgoing, ProxyError, broken, client_ip, is_idempotent, send_failed, upload};
+use super::{
+    Gathered, Held, Outgoing, ProxyError, broken, client_ip, is_idempotent, send_failed, upload,
+};
 use crate::body::{self as rbody, Body};
 use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
 use crate::upstream::{Pooled, ServerState, Slot, Upstream};
@@ -86,24 +87,25 @@ async fn buffer_start(
     slot: Slot,
 ) -> Result<Response<Body>, Failed> {
     let (parts, mut answer) = response.into_parts();
-    let mut start = BytesMut::new();
+    let mut start = Gathered::default();
     while start.len() <= BUFFERED {
         match answer.frame().await {
             None => {
                 slot.record(true);
-                return Ok(Response::from_parts(parts, rbody::full(start.freeze())));
+                return Ok(Response::from_parts(parts, rbody::full(start.into_bytes())));
             }
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
-                    start.extend_from_slice(&data);
+                    start.push(data);
                 }
             }
             Some(Err(e)) => return Err(Failed::sent(broken(&slot, e))),
         }
     }
+    let start = start.into_bytes();
     let rest = Held::new(answer, slot);
     let body = StreamBody::new(
-        futures_util::stream::once(async move { Ok(Frame::data(start.freeze())) })
+        futures_util::stream::once(async move { Ok(Frame::data(start)) })
             .chain(BodyStream::new(rest)),
     );
     Ok(Response::from_parts(parts, Body::new(body)))

@@ -13,7 +13,7 @@ mod retry_tests;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
@@ -24,7 +24,7 @@ use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
 use crate::upstream::{ExchangeError, SendError, Slot, Upstream};
-pub(crate) use body::Held;
+pub(crate) use body::{Gathered, Held};
 use body::{Upload, UploadWatch};
 pub use error::ProxyError;
 use retry::Failed;
@@ -210,29 +210,17 @@ async fn buffered(
     Ok(Response::from_parts(parts, rbody::full(bytes)))
 }
 
-/// All of a body: the one piece a small answer nearly always arrives in, or its pieces joined (`collect`
-/// keeps a list of pieces for that, whose cost showed in every proxied request).
+/// All of a body (`collect` keeps a list of pieces, whose cost showed in every proxied request).
 async fn read_whole<B: http_body::Body<Data = Bytes> + Unpin>(
     mut body: B,
 ) -> Result<Bytes, B::Error> {
-    let mut first = Bytes::new();
-    let mut joined: Option<BytesMut> = None;
+    let mut whole = Gathered::default();
     while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
-        let Ok(data) = frame?.into_data() else {
-            continue; // trailers: not passed on
-        };
-        match &mut joined {
-            Some(joined) => joined.extend_from_slice(&data),
-            None if first.is_empty() => first = data,
-            None => {
-                let mut both = BytesMut::with_capacity(first.len() + data.len());
-                both.extend_from_slice(&first);
-                both.extend_from_slice(&data);
-                joined = Some(both);
-            }
+        if let Ok(data) = frame?.into_data() {
+            whole.push(data);
         }
     }
-    Ok(joined.map_or(first, BytesMut::freeze))
+    Ok(whole.into_bytes())
 }
 
 /// The server's answer as it goes to the client: hop-by-hop fields removed, the body streamed back, or, for a
