@@ -21,6 +21,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::cgi::{Head, HeadError, HeadParser};
 use super::params::Params;
+use super::pipeline::{Counted, Handover, Offered};
 use super::record::{
     self, DecodeError, Decoder, HEADER_LEN, KEEP_CONN, ProtocolStatus, Record, RecordType, Role,
 };
@@ -66,6 +67,8 @@ pub enum Error {
     Truncated { missing: u64 },
     #[error("reading the request body failed: {0}")]
     RequestBody(#[source] io::Error),
+    #[error("the request queued ahead of this one on its connection failed")]
+    AheadFailed,
 }
 
 impl ExchangeError for Error {
@@ -78,7 +81,9 @@ impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         let kind = match &e {
             Error::Io(inner) => inner.kind(),
-            Error::Closed | Error::Truncated { .. } => io::ErrorKind::UnexpectedEof,
+            Error::Closed | Error::Truncated { .. } | Error::AheadFailed => {
+                io::ErrorKind::UnexpectedEof
+            }
             Error::Timeout(_) | Error::SendTimeout(_) => io::ErrorKind::TimedOut,
             Error::RequestBody(inner) => inner.kind(),
             Error::Decode(_)
@@ -106,6 +111,9 @@ pub struct Conn {
     /// Known open: found open by [`Conn::check_open`] when a pool handed it out. [`Conn::send`]
     /// then spares itself the same check, a system call per request.
     known_open: AtomicBool,
+    /// Counted among its server's connections that take a request queued behind the one in progress (see
+    /// [`super::pipeline`]).
+    pipeline: Option<Counted>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -125,7 +133,32 @@ pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
         label: addr.to_string().into(),
         worker: workers::current(),
         known_open: AtomicBool::new(false),
+        pipeline: None,
     })
+}
+
+/// The records of a request without a body: BEGIN_REQUEST, the params and their end, the end of STDIN.
+pub fn encode_bodiless(params: &Params) -> BytesMut {
+    let mut out = encode_start(params);
+    record::encode_stream_end(&mut out, RecordType::Stdin, REQUEST_ID);
+    out
+}
+
+/// What goes out first: BEGIN_REQUEST, the params' records and their end, sized once with room for the end of
+/// STDIN (growing it as the records were appended cost three reallocations per request).
+fn encode_start(params: &Params) -> BytesMut {
+    let encoded = params.encoded();
+    let records = encoded.len().div_ceil(record::MAX_CONTENT);
+    let mut out = BytesMut::with_capacity(encoded.len() + (records + 3) * 16);
+    Record::BeginRequest {
+        id: REQUEST_ID,
+        role: Role::Responder as u16,
+        flags: KEEP_CONN,
+    }
+    .encode(&mut out);
+    record::encode_stream_data(&mut out, RecordType::Params, REQUEST_ID, encoded);
+    record::encode_stream_end(&mut out, RecordType::Params, REQUEST_ID);
+    out
 }
 
 impl Conn {
@@ -143,6 +176,15 @@ impl Conn {
             worker: here,
             ..self
         })
+    }
+
+    /// Takes part in pipelining, counted by `counted` until it closes: once its request is written, an
+    /// exchange on it offers a seat to a request without a body.
+    pub fn counted(self, counted: Counted) -> Conn {
+        Conn {
+            pipeline: Some(counted),
+            ..self
+        }
     }
 
     /// The server's address, as given to [`connect`].
@@ -204,22 +246,31 @@ impl Conn {
             });
         }
         let stall = Stall::new(read_timeout, send_timeout);
-        let mut ex = Exchange::new(self, params, body, stall);
-        let mut parser = HeadParser::new();
-        let head = poll_fn(|cx| ex.poll_head(cx, &mut parser)).await;
-        match head {
-            Ok((head, first)) => Ok(ResponseBody::response(head, first, ex)),
-            Err(error) => {
-                let stale = !ex.answered && matches!(error, Error::Io(_) | Error::Closed);
-                let unsent = ex.take_unsent();
-                ex.abort();
-                Err(SendError {
-                    error,
-                    unsent,
-                    stale,
-                })
-            }
-        }
+        Exchange::new(self, params, body, stall).head().await
+    }
+
+    /// Goes on with the request a rider queued behind an exchange that has now ended (see
+    /// [`super::pipeline`]): its answer is read from where that exchange stopped.
+    pub async fn resume(
+        handover: Handover,
+        read_timeout: Duration,
+        send_timeout: Duration,
+    ) -> Result<Response<ResponseBody>, SendError> {
+        let Handover {
+            conn,
+            decoder,
+            unwritten,
+        } = handover;
+        let conn = conn.to_this_worker().map_err(|e| SendError {
+            error: Error::Io(e),
+            unsent: None,
+            stale: false,
+        })?;
+        let stall = Stall::new(read_timeout, send_timeout);
+        let mut ex = Exchange::with_records(conn, unwritten, None, stall);
+        ex.answered = decoder.buffered() > 0;
+        ex.decoder = decoder;
+        ex.head().await
     }
 
     /// FCGI_GET_VALUES for FCGI_MAX_CONNS/FCGI_MAX_REQS/FCGI_MPXS_CONNS, for readiness probes: Ok when the
@@ -299,28 +350,30 @@ struct Exchange {
     /// The start of a STDERR line whose end has not arrived.
     stderr: Vec<u8>,
     stall: Stall,
+    /// The seat behind this exchange, once offered (see [`super::pipeline`]).
+    seat: Option<Offered>,
+    /// A seat was offered (or could not be): once per exchange.
+    offered: bool,
+    /// A rider's records were taken to be written after ours: the connection is theirs after our end.
+    carried_rider: bool,
 }
 
 impl Exchange {
     fn new(conn: Conn, params: &Params, body: Option<Body>, stall: Stall) -> Exchange {
-        // Sized once for what goes out first (BEGIN_REQUEST, the params' records and their end, STDIN's end):
-        // growing it as the records are appended cost three reallocations per request.
-        let encoded = params.encoded();
-        let records = encoded.len().div_ceil(record::MAX_CONTENT);
-        let mut out = BytesMut::with_capacity(encoded.len() + (records + 3) * 16);
-        Record::BeginRequest {
-            id: REQUEST_ID,
-            role: Role::Responder as u16,
-            flags: KEEP_CONN,
+        let mut ex = Exchange::with_records(conn, encode_start(params), body, stall);
+        if ex.body.is_none() {
+            ex.end_stdin();
         }
-        .encode(&mut out);
-        record::encode_stream_data(&mut out, RecordType::Params, REQUEST_ID, encoded);
-        record::encode_stream_end(&mut out, RecordType::Params, REQUEST_ID);
-        let mut ex = Exchange {
+        ex
+    }
+
+    /// An exchange with `out` to write first; STDIN is taken as ended unless there is a `body`.
+    fn with_records(conn: Conn, out: BytesMut, body: Option<Body>, stall: Stall) -> Exchange {
+        Exchange {
             conn,
             decoder: Decoder::new(),
             out,
-            stdin_ended: false,
+            stdin_ended: body.is_none(),
             body,
             consumed: false,
             answered: false,
@@ -328,11 +381,29 @@ impl Exchange {
             ended: None,
             stderr: Vec::new(),
             stall,
-        };
-        if ex.body.is_none() {
-            ex.end_stdin();
+            seat: None,
+            offered: false,
+            carried_rider: false,
         }
-        ex
+    }
+
+    /// Runs the exchange until the CGI head is parsed: the response, its body streaming on.
+    async fn head(mut self) -> Result<Response<ResponseBody>, SendError> {
+        let mut parser = HeadParser::new();
+        let head = poll_fn(|cx| self.poll_head(cx, &mut parser)).await;
+        match head {
+            Ok((head, first)) => Ok(ResponseBody::response(head, first, self)),
+            Err(error) => {
+                let stale = !self.answered && matches!(error, Error::Io(_) | Error::Closed);
+                let unsent = self.take_unsent();
+                self.abort();
+                Err(SendError {
+                    error,
+                    unsent,
+                    stale,
+                })
+            }
+        }
     }
 
     fn end_stdin(&mut self) {
@@ -376,7 +447,11 @@ impl Exchange {
                 continue;
             }
             let Some(body) = self.body.as_mut() else {
-                return Ok(());
+                match self.rider_records(cx) {
+                    Some(records) => self.out = records,
+                    None => return Ok(()),
+                }
+                continue;
             };
             match Pin::new(body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
@@ -401,6 +476,25 @@ impl Exchange {
             }
         }
         Ok(())
+    }
+
+    /// Once the whole request is written (on a connection that takes part in pipelining): offers a seat, and
+    /// returns a rider's records when they come, to be written after ours.
+    fn rider_records(&mut self, cx: &mut Context<'_>) -> Option<BytesMut> {
+        if !self.stdin_ended || self.ended.is_some() || self.write_failed {
+            return None;
+        }
+        if !self.offered {
+            self.offered = true;
+            self.seat = self
+                .conn
+                .pipeline
+                .as_ref()
+                .and_then(|c| Offered::new(c.seats()));
+        }
+        let records = self.seat.as_ref()?.seat().take_request(cx.waker())?;
+        self.carried_rider = true;
+        Some(records)
     }
 
     /// The application may have answered and closed without reading all of our input: its answer is still
@@ -511,7 +605,25 @@ impl Exchange {
     /// sent (else the application would read our leftover STDIN as its next request) and nothing more read.
     fn into_reusable(mut self, cx: &mut Context<'_>) -> Option<Conn> {
         let complete = matches!(self.ended, Some((_, ProtocolStatus::RequestComplete)));
-        if !complete || self.write_failed || self.decoder.buffered() > 0 {
+        // Dropped unless closed below: a rider sitting there learns that the connection is not coming.
+        let seat = self.seat.take();
+        if !complete || self.write_failed {
+            return None;
+        }
+        if let Some((to, untaken)) = seat.and_then(Offered::close) {
+            // Our request was all written before the seat was offered: what is left in `out` is the rider's.
+            let unwritten = untaken.unwrap_or(self.out);
+            let (conn, decoder) = (self.conn, self.decoder);
+            // A rider that gave up leaves a request on the way to the server: the connection goes with it.
+            let _ = to.send(Handover {
+                conn,
+                decoder,
+                unwritten,
+            });
+            return None;
+        }
+        // A rider's request went out after ours, and the rider gave up: its answer is nobody's.
+        if self.carried_rider || self.decoder.buffered() > 0 {
             return None;
         }
         if let Some(body) = self.body.as_mut() {

@@ -14,7 +14,7 @@ use tokio::net::{UnixListener, UnixStream};
 use super::*;
 use crate::fastcgi::record::{Decoder, ProtocolStatus, Record};
 
-const SECOND: Duration = Duration::from_secs(1);
+pub(in crate::fastcgi) const SECOND: Duration = Duration::from_secs(1);
 /// Bounds every test: a deadlock fails the test instead of hanging it.
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -29,7 +29,7 @@ fn shared_types_are_send_and_sync() {
 
 /// A temporary directory with a listening socket; the test keeps the directory and the address, the
 /// server task takes the listener.
-fn rig() -> (tempfile::TempDir, ServerAddr, UnixListener) {
+pub(in crate::fastcgi) fn rig() -> (tempfile::TempDir, ServerAddr, UnixListener) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fcgi.sock");
     let listener = UnixListener::bind(&path).unwrap();
@@ -37,13 +37,13 @@ fn rig() -> (tempfile::TempDir, ServerAddr, UnixListener) {
 }
 
 /// The server's end of one connection.
-struct Peer {
+pub(in crate::fastcgi) struct Peer {
     stream: UnixStream,
     decoder: Decoder,
 }
 
 impl Peer {
-    async fn accept(listener: &UnixListener) -> Peer {
+    pub(in crate::fastcgi) async fn accept(listener: &UnixListener) -> Peer {
         let (stream, _) = listener.accept().await.unwrap();
         Peer {
             stream,
@@ -52,7 +52,7 @@ impl Peer {
     }
 
     /// The next record, `None` at end of file.
-    async fn record(&mut self) -> Option<Record> {
+    pub(in crate::fastcgi) async fn record(&mut self) -> Option<Record> {
         loop {
             if let Some(r) = self.decoder.decode().unwrap() {
                 return Some(r);
@@ -67,7 +67,7 @@ impl Peer {
     }
 
     /// BEGIN_REQUEST (responder, keep-conn, id 1) and the whole PARAMS stream.
-    async fn begin(&mut self) -> Params {
+    pub(in crate::fastcgi) async fn begin(&mut self) -> Params {
         let begin = self.record().await;
         let Some(Record::BeginRequest {
             id: 1,
@@ -89,7 +89,7 @@ impl Peer {
     }
 
     /// The whole STDIN stream.
-    async fn stdin(&mut self) -> Vec<u8> {
+    pub(in crate::fastcgi) async fn stdin(&mut self) -> Vec<u8> {
         let mut body = Vec::new();
         loop {
             match self.record().await {
@@ -113,7 +113,7 @@ impl Peer {
     }
 
     /// STDOUT `content`, the end of STDOUT, END_REQUEST.
-    async fn respond(&mut self, content: &[u8]) {
+    pub(in crate::fastcgi) async fn respond(&mut self, content: &[u8]) {
         self.send(&[
             stdout(content),
             stdout(b""),
@@ -138,11 +138,11 @@ fn end(protocol_status: ProtocolStatus) -> Record {
     }
 }
 
-fn params(method: &str) -> Params {
+pub(in crate::fastcgi) fn params(method: &str) -> Params {
     Params::from_iter([("REQUEST_METHOD", method), ("SCRIPT_NAME", "/t.php")])
 }
 
-async fn dial(addr: &ServerAddr) -> Conn {
+pub(in crate::fastcgi) async fn dial(addr: &ServerAddr) -> Conn {
     connect(addr, SECOND).await.unwrap()
 }
 
@@ -155,25 +155,25 @@ fn chunked(data: &[u8], size: usize) -> Body {
     http_body_util::StreamBody::new(futures_util::stream::iter(frames)).boxed()
 }
 
-async fn collect(body: ResponseBody) -> Result<Vec<u8>, Error> {
+pub(in crate::fastcgi) async fn collect(body: ResponseBody) -> Result<Vec<u8>, Error> {
     Ok(body.collect().await?.to_bytes().to_vec())
 }
 
 /// Where `on_reuse` puts the connection.
-type Slot = Arc<Mutex<Option<Conn>>>;
+pub(in crate::fastcgi) type Slot = Arc<Mutex<Option<Conn>>>;
 
-fn keep(body: &mut ResponseBody) -> Slot {
+pub(in crate::fastcgi) fn keep(body: &mut ResponseBody) -> Slot {
     let slot = Slot::default();
     let s = slot.clone();
     body.on_reuse(move |conn| *s.lock().unwrap() = Some(conn));
     slot
 }
 
-fn taken(slot: &Slot) -> Option<Conn> {
+pub(in crate::fastcgi) fn taken(slot: &Slot) -> Option<Conn> {
     slot.lock().unwrap().take()
 }
 
-async fn within<F: std::future::Future>(f: F) -> F::Output {
+pub(in crate::fastcgi) async fn within<F: std::future::Future>(f: F) -> F::Output {
     tokio::time::timeout(LIMIT, f)
         .await
         .expect("test took too long")

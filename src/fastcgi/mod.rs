@@ -13,11 +13,13 @@
 //! CGI head; the [`ResponseBody`] then streams STDOUT with backpressure and a read timeout, logs STDERR line by
 //! line, and at END_REQUEST hands the connection to whoever registered with [`ResponseBody::on_reuse`] —
 //! only if the exchange ended cleanly, so a pooled connection is always one the server can take a new
-//! request on.
+//! request on. [`pipeline`]: on servers that allow it, a request without a body queued on a connection
+//! behind the one in progress, and the connection handed over at its end.
 
 pub mod cgi;
 mod client;
 pub mod params;
+pub mod pipeline;
 pub mod record;
 mod request_params;
 
@@ -26,6 +28,6 @@ mod fuzz_tests;
 #[cfg(test)]
 mod php_tests;
 
-pub use client::{Conn, Error, ResponseBody, SendError, connect};
+pub use client::{Conn, Error, ResponseBody, SendError, connect, encode_bodiless};
 pub use params::Params;
 pub use request_params::{Cgi, Script, request_params};

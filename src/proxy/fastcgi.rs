@@ -68,7 +68,7 @@ async fn try_forward(
     };
     let (params, replayable) = (&params, plan.replayable);
     retry::run(upstream, plan, |slot, body| async move {
-        let (response, slot) = attempt(upstream, slot, params, body).await?;
+        let (response, slot) = attempt(upstream, slot, params, body, replayable).await?;
         if !replayable {
             return Ok(response.map(|answer| Body::new(Held::new(answer, slot))));
         }
@@ -118,7 +118,16 @@ async fn attempt(
     slot: Slot,
     params: &Params,
     body: Option<Body>,
+    replayable: bool,
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
+    if slot.pipelining {
+        let req = pipelined::Request {
+            params,
+            body,
+            replayable,
+        };
+        return pipelined::attempt(upstream, slot, req).await;
+    }
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
     // A server given `max_connections` is taken at its word: it serves that many connections at once (set to
@@ -159,21 +168,31 @@ async fn attempt(
         .await;
     drop(waiting);
     match sent {
-        Ok(mut response) => {
-            super::headers::strip_hop_by_hop(response.headers_mut(), false);
-            let pool = server.clone();
-            response.body_mut().on_reuse(move |conn: Conn| {
-                // A request waiting on a new connection may be queued behind this one's worker (PHP-FPM
-                // workers stay with a kept-alive connection until it closes): closing frees the worker.
-                if serves_all || pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
-                    pool.fcgi.put(conn);
-                }
-            });
-            Ok((response, slot))
-        }
+        Ok(response) => Ok((pool_after(response, &server, serves_all), slot)),
         Err(e) => Err(send_failed(&slot, e, reused)),
     }
 }
+
+/// The answer, its connection put back in the server's pool when the exchange ends cleanly.
+fn pool_after(
+    mut response: Response<ResponseBody>,
+    server: &Arc<ServerState>,
+    serves_all: bool,
+) -> Response<ResponseBody> {
+    super::headers::strip_hop_by_hop(response.headers_mut(), false);
+    let pool = server.clone();
+    response.body_mut().on_reuse(move |conn: Conn| {
+        // A request waiting on a new connection may be queued behind this one's worker (PHP-FPM
+        // workers stay with a kept-alive connection until it closes): closing frees the worker.
+        if serves_all || pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
+            pool.fcgi.put(conn);
+            pool.fcgi_seats.freed();
+        }
+    });
+    response
+}
+
+mod pipelined;
 
 /// Counts a request waiting for its answer on a connection it is opening or just opened, which the server
 /// may not have accepted yet: PHP-FPM's workers stay with a kept-alive connection until it closes, so while

@@ -18,6 +18,7 @@ fn upstream(n: u16, tries: u32, budget: Duration) -> Arc<Upstream> {
             addr: ServerAddr::parse(&format!("127.0.0.1:{}", 9000 + i)).unwrap(),
             weight: 1.0,
             max_connections: Some(1),
+            pipelining: false,
         })
         .collect();
     let members = servers
@@ -25,6 +26,7 @@ fn upstream(n: u16, tries: u32, budget: Duration) -> Arc<Upstream> {
         .map(|s| Member {
             weight: 1.0,
             max_connections: s.max_connections,
+            pipelining: false,
             state: Arc::new(ServerState::new(s.addr.clone())),
         })
         .collect();

@@ -277,6 +277,12 @@ impl AppConf {
         }
     }
 
+    /// Whether a request without a body may queue on a busy FastCGI connection to an instance: PHP-FPM
+    /// reads each request exactly to its end (see [`crate::fastcgi::pipeline`]). The Python adapter does not.
+    pub fn pipelines(&self) -> bool {
+        matches!(self.kind, AppKind::Php(_))
+    }
+
     /// Whether rein speaks FastCGI to its instances.
     pub fn is_fastcgi(&self) -> bool {
         !matches!(self.kind, AppKind::External)

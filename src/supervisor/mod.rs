@@ -347,6 +347,7 @@ fn view_json(view: &AppView) -> Value {
                 "in_flight": server.map(|s| s.active()),
                 "idle_connections": server.map(|s| s.idle_connections()),
                 "connections_opened": server.map(|s| s.connections_opened()),
+                "pipelined": server.map(|s| s.pipelined()),
             })
         })
         .collect();

@@ -55,6 +55,8 @@ pub struct ServerConf {
     pub addr: ServerAddr,
     pub weight: f64,
     pub max_connections: Option<u32>,
+    /// FastCGI: a request without a body may be queued on a busy connection (needs `max_connections`).
+    pub pipelining: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +107,7 @@ impl UpstreamConf {
             addr,
             weight: 1.0,
             max_connections: None,
+            pipelining: false,
         }])
     }
 
@@ -171,7 +174,7 @@ fn servers(v: &Value, path: &JsonPath) -> Result<Vec<ServerConf>, ConfigError> {
             spath.error("must be an address: \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\"")
         })?;
         let server = object(server, &spath)?;
-        known_keys(server, &["weight", "max_connections"], &spath)?;
+        known_keys(server, &["weight", "max_connections", "pipelining"], &spath)?;
         let weight = match server.get("weight") {
             None => 1.0,
             Some(w) => match w.as_f64() {
@@ -187,10 +190,21 @@ fn servers(v: &Value, path: &JsonPath) -> Result<Vec<ServerConf>, ConfigError> {
             None => None,
             Some(m) => Some(integer(m, &spath.key("max_connections"), u32::MAX as u64)? as u32),
         };
+        let pipelining = match server.get("pipelining") {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) if max_connections.is_some() => true,
+            Some(Value::Bool(true)) => {
+                return Err(spath.key("pipelining").error(
+                    "needs max_connections: the server's worker count, which pipelining doubles requests over",
+                ));
+            }
+            Some(_) => return Err(spath.key("pipelining").error("must be true or false")),
+        };
         out.push(ServerConf {
             addr: parsed,
             weight,
             max_connections,
+            pipelining,
         });
     }
     Ok(out)

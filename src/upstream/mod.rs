@@ -49,6 +49,9 @@ pub struct ServerState {
     /// Python adapter serves every connection. Unknown (false) for a FastCGI server rein did not start,
     /// unless its upstream gives it a `max_connections` (see [`Slot::limit`]).
     pub fcgi_serves_all: bool,
+    /// Seats on busy FastCGI connections, when its upstream lets requests queue on them
+    /// ([`Member::pipelining`]).
+    pub fcgi_seats: Arc<crate::fastcgi::pipeline::Seats>,
     health: Mutex<Health>,
     /// The health is clean ([`Health::is_clean`]): what every request asks, answered without the lock that
     /// the other worker threads take too. Written under that lock.
@@ -71,6 +74,7 @@ impl ServerState {
             fcgi: Pool::shared(),
             fcgi_waiting: AtomicU32::new(0),
             fcgi_serves_all: false,
+            fcgi_seats: Arc::default(),
             health: Mutex::new(Health::new()),
             clean: AtomicBool::new(true),
             active: AtomicU32::new(0),
@@ -142,6 +146,11 @@ impl ServerState {
         self.opened.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// FastCGI requests queued on a busy connection ([`Member::pipelining`]).
+    pub fn pipelined(&self) -> u64 {
+        self.fcgi_seats.rides()
+    }
+
     pub fn connections_opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)
     }
@@ -169,6 +178,8 @@ pub struct Slot {
     pub server: Arc<ServerState>,
     /// The server's `max_connections` in its upstream, when it has one.
     pub limit: Option<u32>,
+    /// A FastCGI request without a body may queue on a busy connection ([`Member::pipelining`]).
+    pub pipelining: bool,
     upstream: Arc<Upstream>,
     /// The lane of the upstream's line it is held on (the worker thread that took it).
     lane: usize,
@@ -211,7 +222,18 @@ impl Drop for Waiter {
 pub struct Member {
     pub weight: f64,
     pub max_connections: Option<u32>,
+    /// Each of its `max_connections` FastCGI connections may carry one request queued behind the one in
+    /// progress (see [`crate::fastcgi::pipeline`]): PHP-FPM, which reads a request exactly to its end.
+    pub pipelining: bool,
     pub state: Arc<ServerState>,
+}
+
+impl Member {
+    /// Requests the server takes at once: `max_connections`, twice that when a request may queue behind each.
+    pub fn slots(&self) -> Option<u32> {
+        let depth = if self.pipelining { 2 } else { 1 };
+        self.max_connections.map(|max| max.saturating_mul(depth))
+    }
 }
 
 pub struct Upstream {
@@ -316,7 +338,7 @@ impl Upstream {
     fn can_take(m: &Member, now: &mut LazyNow) -> bool {
         m.weight > 0.0
             && !m.state.withdrawn.load(Ordering::Relaxed)
-            && m.max_connections.is_none_or(|max| m.state.active() < max)
+            && m.slots().is_none_or(|max| m.state.active() < max)
             && m.state.is_available(now)
     }
 
@@ -356,10 +378,11 @@ impl Upstream {
             let slot = Slot {
                 server: member.state.clone(),
                 limit: member.max_connections,
+                pipelining: member.pipelining,
                 upstream: self.clone(),
                 lane: self.line.hold(),
             };
-            let over = member.max_connections.is_some_and(|max| before >= max);
+            let over = member.slots().is_some_and(|max| before >= max);
             if over || slot.server.withdrawn.load(Ordering::SeqCst) {
                 // Another worker took the last slot since the candidates were read, or the server was
                 // withdrawn after this request read the member list: give the slot back and look again. A
@@ -398,7 +421,7 @@ impl Upstream {
             .iter()
             .filter(|m| Self::can_take(m, &mut now))
             .map(|m| {
-                m.max_connections
+                m.slots()
                     .map_or(u32::MAX, |max| max.saturating_sub(m.state.active()))
             })
             .fold(0, u32::saturating_add)
@@ -492,6 +515,7 @@ impl Upstream {
                     "active": s.active(),
                     "idle_connections": s.idle_connections(),
                     "connections_opened": s.connections_opened(),
+                    "pipelined": s.pipelined(),
                     "requests": s.requests.load(Ordering::Relaxed),
                     "failures": s.failures.load(Ordering::Relaxed),
                 });
@@ -553,6 +577,7 @@ fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf)
         .map(|s| Member {
             weight: s.weight,
             max_connections: s.max_connections,
+            pipelining: s.pipelining,
             state: previous
                 .iter()
                 .flat_map(|p| p.iter())

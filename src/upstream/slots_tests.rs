@@ -13,6 +13,7 @@ fn one_server(max_connections: Option<u32>) -> (Arc<Upstream>, Arc<ServerState>)
     let member = Member {
         weight: 1.0,
         max_connections,
+        pipelining: false,
         state: state.clone(),
     };
     (
@@ -97,6 +98,7 @@ fn two_single_slot_servers(lanes: usize) -> Arc<Upstream> {
         .map(|i| Member {
             weight: 1.0,
             max_connections: Some(1),
+            pipelining: false,
             state: Arc::new(ServerState::new(
                 ServerAddr::parse(&format!("127.0.0.1:{}", 9 + i)).expect("an address"),
             )),

@@ -451,6 +451,69 @@ fn a_fastcgi_server_with_max_connections_keeps_its_connections_under_load() {
     );
 }
 
+/// With `pipelining`, a GET may be queued on a busy connection: under concurrent GETs and POSTs every answer
+/// is the one to its own request, the POSTs get connections of their own, and no more connections are
+/// dialled than PHP-FPM has workers.
+#[test]
+fn pipelined_requests_each_get_their_own_answer() {
+    let rein = Rein::start();
+    let fpm = SystemFpm::start(rein.dir.path());
+    let server = format!("unix:{}", fpm.socket.display());
+    let addr = rein.serve_with(
+        json!([{"action": {"fastcgi": {"server": "upstreams/fpm", "root": php_root()}}}]),
+        json!({"upstreams": {"fpm": {"servers": {&server: {"max_connections": 2, "pipelining": true}}}}}),
+    );
+    wait_for("PHP-FPM to answer", || {
+        get(addr, "/hello.php").status == 200
+    });
+    let clients: Vec<_> = (0..8)
+        .map(|client| {
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(addr);
+                for i in 0..60 {
+                    let tag = format!("{client}-{i}");
+                    if client == 0 && i % 3 == 0 {
+                        let body = format!("n={tag}");
+                        let r = conn.request(
+                            "POST",
+                            "/env.php",
+                            &[("Content-Type", "application/x-www-form-urlencoded")],
+                            body.as_bytes(),
+                        );
+                        assert_eq!(r.status, 200, "{}", r.text());
+                        assert_eq!(json_of(&r)["post"]["n"], tag.as_str());
+                    } else {
+                        let r = conn.get(&format!("/env.php?n={tag}"), &[]);
+                        assert_eq!(r.status, 200, "{}", r.text());
+                        assert_eq!(json_of(&r)["get"]["n"], tag.as_str());
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("every answer matched its request");
+    }
+    let (_, status) = rein.api("GET", "/status/upstreams/fpm", None);
+    let entry = &status["servers"][&server];
+    let opened = entry["connections_opened"].as_u64().unwrap();
+    assert!((1..=2).contains(&opened), "pm.max_children = 2: {status}");
+    assert!(entry["pipelined"].as_u64().unwrap() > 0, "{status}");
+    // Without max_connections there is no worker count to queue behind: refused, naming the key.
+    let bad = json!({"upstreams": {"fpm": {"servers": {&server: {"pipelining": true}}}}});
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/upstreams",
+        Some(&bad["upstreams"].to_string()),
+    );
+    assert_eq!(code, 400, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("pipelining") && detail.contains("max_connections"),
+        "{body}"
+    );
+}
+
 #[test]
 fn an_unreachable_fastcgi_server_is_a_502_and_a_bad_one_is_refused() {
     let rein = Rein::start();
@@ -548,6 +611,11 @@ fn a_php_app_dials_one_connection_per_worker_under_load() {
         );
         assert!(
             instance["idle_connections"].as_u64().unwrap() <= 2,
+            "{socket}: {status}"
+        );
+        // 8 clients, 2 workers: requests queue on busy connections (PHP apps pipeline).
+        assert!(
+            instance["pipelined"].as_u64().unwrap() > 0,
             "{socket}: {status}"
         );
     }

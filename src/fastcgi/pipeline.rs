@@ -1,0 +1,278 @@
+//! Pipelining on kept-alive connections to PHP-FPM: one request queued on a connection while the server is
+//! still answering the one before it.
+//!
+//! A PHP-FPM worker serves one kept-alive connection, one request at a time, and reads each request's records
+//! exactly up to their end. If the next request is already in the socket when the worker finishes, it starts
+//! at once, instead of sleeping until rein has read the answer, passed it on and woken the request waiting
+//! for a worker. nginx gets that effect from PHP-FPM's accept queue, at the price of requests stuck there for
+//! seconds behind kept-alive connections; here each connection takes at most one request behind the one in
+//! progress, and only a request without a body, which may be sent again if the connection dies under it.
+//!
+//! An exchange whose request is fully written offers a [`Seat`] ([`Seats::offer`]). A rider leaves its
+//! encoded records there ([`Seats::ride`]); the exchange writes them after its own, and at its END_REQUEST
+//! hands the connection over ([`Handover`]) with the records read past its end and whatever of the rider's
+//! was not written yet. An exchange that fails, or ends without a clean END_REQUEST, drops the seat: the
+//! rider learns it and goes elsewhere.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+
+use bytes::BytesMut;
+use tokio::sync::{Notify, oneshot};
+
+use super::client::Conn;
+use super::record::Decoder;
+
+/// The seats offered on one server's busy connections, and what a request waiting for one needs to know.
+#[derive(Default)]
+pub struct Seats {
+    free: Mutex<Vec<Arc<Seat>>>,
+    /// Connections open to the server that take part (see [`Counted`]): at most its `max_connections`.
+    open: AtomicU32,
+    /// Requests that cannot ride (a body, or a method not to be sent twice) waiting for a connection: while
+    /// there are any, no seat is offered, so that connections come back free rather than passing from rider
+    /// to rider.
+    waiting_alone: AtomicU32,
+    /// A seat was offered, or a connection came free or closed.
+    changed: Notify,
+    /// Requests that rode (for the status).
+    rides: AtomicU64,
+}
+
+/// A connection to hand over once its exchange ends cleanly: the records already read past that end (the
+/// start of the rider's answer), and what of the rider's request is still to be written.
+pub struct Handover {
+    pub conn: Conn,
+    pub decoder: Decoder,
+    pub unwritten: BytesMut,
+}
+
+/// One place behind a request in progress.
+pub struct Seat {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    state: State,
+    /// The exchange's waker, to tell it when a rider's records come.
+    owner: Option<Waker>,
+}
+
+enum State {
+    Free,
+    Taken {
+        /// The rider's records, until the exchange takes them to write.
+        request: Option<BytesMut>,
+        to: oneshot::Sender<Handover>,
+    },
+    Closed,
+}
+
+/// A rider's place: the handover when the exchange ahead ends cleanly.
+pub struct Ride {
+    seat: Arc<Seat>,
+    pub handover: oneshot::Receiver<Handover>,
+}
+
+impl Ride {
+    /// Whether the exchange ahead took the records to write.
+    #[cfg(test)]
+    pub fn taken(&self) -> bool {
+        matches!(self.seat.lock().state, State::Taken { request: None, .. })
+    }
+
+    /// Gives up the seat. The request is returned if it was not taken to be written: nothing reached the
+    /// server, and it may go elsewhere.
+    pub fn cancel(self) -> Option<BytesMut> {
+        let mut inner = self.seat.lock();
+        match std::mem::replace(&mut inner.state, State::Closed) {
+            State::Taken { request, .. } => request,
+            other => {
+                inner.state = other;
+                None
+            }
+        }
+    }
+}
+
+impl Seats {
+    /// Counts a connection about to be dialled, if that leaves no more than `max` open.
+    pub fn reserve(self: &Arc<Self>, max: u32) -> Option<Counted> {
+        let before = self.open.fetch_add(1, Ordering::SeqCst);
+        if before >= max {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Counted(self.clone()))
+    }
+
+    /// A seat behind an exchange whose request is fully written, or `None` while a request that cannot ride
+    /// is waiting for a connection.
+    pub fn offer(&self) -> Option<Arc<Seat>> {
+        if self.waiting_alone.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        let seat = Arc::new(Seat {
+            inner: Mutex::new(Inner {
+                state: State::Free,
+                owner: None,
+            }),
+        });
+        lock(&self.free).push(seat.clone());
+        self.changed.notify_waiters();
+        Some(seat)
+    }
+
+    /// Takes a free seat for `request` (its encoded records), the most recently offered first.
+    pub fn ride(&self, request: BytesMut) -> Result<Ride, BytesMut> {
+        let mut free = lock(&self.free);
+        while let Some(seat) = free.pop() {
+            let mut inner = seat.lock();
+            if !matches!(inner.state, State::Free) {
+                continue;
+            }
+            let (to, handover) = oneshot::channel();
+            inner.state = State::Taken {
+                request: Some(request),
+                to,
+            };
+            let owner = inner.owner.take();
+            drop(inner);
+            if let Some(waker) = owner {
+                waker.wake();
+            }
+            self.rides.fetch_add(1, Ordering::Relaxed);
+            return Ok(Ride { seat, handover });
+        }
+        Err(request)
+    }
+
+    /// Requests that took a seat so far.
+    pub fn rides(&self) -> u64 {
+        self.rides.load(Ordering::Relaxed)
+    }
+
+    /// Removes a seat no longer on offer.
+    fn withdraw(&self, seat: &Arc<Seat>) {
+        let mut free = lock(&self.free);
+        if let Some(at) = free.iter().position(|s| Arc::ptr_eq(s, seat)) {
+            free.swap_remove(at);
+        }
+    }
+
+    /// Tells waiting requests that a connection came free (back in the pool, or closed).
+    pub fn freed(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves when a seat is offered or a connection comes free. Create it before looking, so that a
+    /// change in between is not missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Counts a request that cannot ride as waiting for a connection, until the guard is dropped.
+    pub fn waiting_alone(self: &Arc<Self>) -> WaitingAlone {
+        self.waiting_alone.fetch_add(1, Ordering::SeqCst);
+        WaitingAlone(self.clone())
+    }
+
+    #[cfg(test)]
+    pub fn offered(&self) -> usize {
+        lock(&self.free).len()
+    }
+}
+
+impl Seat {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// For the exchange ahead, each time it is polled: the rider's records to write, if they just came.
+    /// Otherwise `waker` is told when they come.
+    pub fn take_request(&self, waker: &Waker) -> Option<BytesMut> {
+        let mut inner = self.lock();
+        match &mut inner.state {
+            State::Taken { request, .. } if request.is_some() => request.take(),
+            State::Free => {
+                if !inner.owner.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    inner.owner = Some(waker.clone());
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The exchange ahead's side of a seat: closed when it ends, handing over or not.
+pub struct Offered {
+    seat: Arc<Seat>,
+    seats: Arc<Seats>,
+}
+
+impl Offered {
+    pub fn new(seats: &Arc<Seats>) -> Option<Offered> {
+        Some(Offered {
+            seat: seats.offer()?,
+            seats: seats.clone(),
+        })
+    }
+
+    pub fn seat(&self) -> &Seat {
+        &self.seat
+    }
+
+    /// Closes the seat at a clean end: who to hand the connection to, with the rider's records not yet taken
+    /// (to be written first), if a rider sits there.
+    pub fn close(self) -> Option<(oneshot::Sender<Handover>, Option<BytesMut>)> {
+        let taken = std::mem::replace(&mut self.seat.lock().state, State::Closed);
+        match taken {
+            State::Taken { to, request, .. } => Some((to, request)),
+            _ => None,
+        }
+        // Dropped here: withdrawn from the free seats.
+    }
+}
+
+impl Drop for Offered {
+    /// A seat left without a clean end: its rider, if any, is told (the sender is dropped).
+    fn drop(&mut self) {
+        self.seat.lock().state = State::Closed;
+        self.seats.withdraw(&self.seat);
+    }
+}
+
+/// A connection counted in [`Seats::reserve`], until dropped with it.
+pub struct Counted(Arc<Seats>);
+
+impl Counted {
+    pub fn seats(&self) -> &Arc<Seats> {
+        &self.0
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+        self.0.freed();
+    }
+}
+
+/// A request counted as waiting for a connection of its own (see [`Seats::waiting_alone`]).
+pub struct WaitingAlone(Arc<Seats>);
+
+impl Drop for WaitingAlone {
+    fn drop(&mut self) {
+        self.0.waiting_alone.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+#[path = "pipeline_tests.rs"]
+mod tests;
