@@ -3,7 +3,8 @@
 - rein with its own PHP-FPM: `{"type": "php", "root": DIR, "processes": 4}` behind a listener;
 - rein → the private PHP-FPM below through a route action `{"fastcgi": {"server": "upstreams/fpm_unix" |
   "upstreams/fpm_tcp", "root": DIR, "index": "index.php"}}`, each upstream one server (`unix:/…/fpm.sock` or
-  `127.0.0.1:PORT`) with `"max_connections": 4`, the pool's size;
+  `127.0.0.1:PORT`) with `"max_connections": 4`, the pool's size, and `"pipelining": true` (a GET may queue on
+  a busy connection; rein's own PHP apps do it by themselves);
 - nginx → the same PHP-FPM (`fastcgi_pass` to an upstream with `keepalive 2` per worker (2 workers × 2 = the
   4 children) and `fastcgi_keep_conn on`), over its Unix socket and over TCP: the tuned setup, the peer the
   ratios are taken against;
@@ -167,11 +168,12 @@ def run(ctx, out):
                         r = Rein(ctx, scope, "rein-fcgi", tmp)
                         ports = dict(zip(("unix", "tcp"), free_ports(2)))
                         server = {"unix": fpm_addr["rein_unix"], "tcp": fpm_addr["rein_tcp"]}
-                        # The pool's size as the server's max_connections, as docs/config.md advises: requests
-                        # then wait in rein, not in PHP-FPM's accept queue (nginx gets its keepalive tuned too).
+                        # The pool's size as the server's max_connections, and pipelining, as docs/config.md
+                        # advises for PHP-FPM: requests then wait in rein, not in PHP-FPM's accept queue, and a
+                        # worker finds its next request waiting (nginx gets its keepalive tuned too).
+                        fpm_server = {"max_connections": CHILDREN, "pipelining": True}
                         r.configure({"listeners": {f"127.0.0.1:{ports[k]}": {"pass": f"routes/{k}"} for k in ports},
-                                     "upstreams": {f"fpm_{k}": {"servers": {server[k]: {"max_connections": CHILDREN}}}
-                                                   for k in ports},
+                                     "upstreams": {f"fpm_{k}": {"servers": {server[k]: fpm_server}} for k in ports},
                                      "routes": {k: [{"action": {"fastcgi": {"server": f"upstreams/fpm_{k}",
                                                                             "root": docroot, "index": "index.php"}}}]
                                                 for k in ports}},
