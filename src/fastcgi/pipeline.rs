@@ -85,6 +85,10 @@ impl Ride {
     /// Gives up the seat. The request is returned if it was not taken to be written: nothing reached the
     /// server, and it may go elsewhere.
     pub fn cancel(self) -> Option<BytesMut> {
+        self.leave()
+    }
+
+    fn leave(&self) -> Option<BytesMut> {
         let mut inner = self.seat.lock();
         match std::mem::replace(&mut inner.state, State::Closed) {
             State::Taken { request, .. } => request,
@@ -93,6 +97,14 @@ impl Ride {
                 None
             }
         }
+    }
+}
+
+impl Drop for Ride {
+    /// A rider dropped (its client left) before its records were taken: the exchange ahead will not write
+    /// them, and keeps its connection for the pool.
+    fn drop(&mut self) {
+        self.leave();
     }
 }
 

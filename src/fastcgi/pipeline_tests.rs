@@ -60,7 +60,8 @@ async fn a_rider_is_written_behind_and_answered_after() {
         };
         let behind = async {
             let ride = ride(&seats, &get("second")).await;
-            let handover = ride.handover.await.expect("handed over");
+            let mut ride = ride;
+            let handover = (&mut ride.handover).await.expect("handed over");
             let mut response = Conn::resume(handover, SECOND, SECOND).await.unwrap();
             let slot = keep(response.body_mut());
             let body = collect(response.into_body()).await.unwrap();
@@ -104,7 +105,8 @@ async fn a_rider_is_told_when_the_exchange_ahead_fails() {
         let ahead = conn.send(&first, None, SECOND);
         let behind = async {
             let ride = ride(&seats, &get("second")).await;
-            ride.handover.await
+            let mut ride = ride;
+            (&mut ride.handover).await
         };
         let (ahead, behind) = tokio::join!(ahead, behind);
         assert!(matches!(ahead.unwrap_err().error, Error::Closed));
@@ -158,6 +160,47 @@ async fn a_rider_that_gives_up_takes_the_connection_with_it() {
 }
 
 #[tokio::test]
+async fn a_rider_dropped_before_its_request_went_out_leaves_the_connection_reusable() {
+    within(async {
+        let (_dir, addr, listener) = rig();
+        let (answer, answered) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let mut peer = Peer::accept(&listener).await;
+            request(&mut peer).await;
+            answered.await.unwrap();
+            peer.respond(b"\r\nanswer to first").await;
+            assert_eq!(request(&mut peer).await, "next");
+            peer.respond(b"\r\nanswer to next").await;
+        });
+        let seats = Arc::new(Seats::default());
+        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let first = get("first");
+        let ahead = async {
+            let mut response = conn.send(&first, None, SECOND).await.unwrap();
+            let slot = keep(response.body_mut());
+            (collect(response.into_body()).await.unwrap(), slot)
+        };
+        let behind = async {
+            let ride = ride(&seats, &get("second")).await;
+            // Its client left before the exchange ahead came to write it.
+            assert!(!ride.taken());
+            drop(ride);
+            answer.send(()).unwrap();
+        };
+        let ((first, slot), ()) = tokio::join!(ahead, behind);
+        assert_eq!(first, b"answer to first");
+        let conn = taken(&slot).expect("nothing was written behind: reusable");
+        let response = conn.send(&get("next"), None, SECOND).await.unwrap();
+        assert_eq!(
+            collect(response.into_body()).await.unwrap(),
+            b"answer to next"
+        );
+        server.await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_worker_gone_between_two_requests_is_a_stale_connection() {
     within(async {
         let (_dir, addr, listener) = rig();
@@ -176,7 +219,8 @@ async fn a_worker_gone_between_two_requests_is_a_stale_connection() {
         };
         let behind = async {
             let ride = ride(&seats, &get("second")).await;
-            let handover = ride.handover.await.expect("handed over");
+            let mut ride = ride;
+            let handover = (&mut ride.handover).await.expect("handed over");
             Conn::resume(handover, SECOND, SECOND).await
         };
         let (first, second) = tokio::join!(ahead, behind);
