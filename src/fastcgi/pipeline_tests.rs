@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Counted, Ride, Seats};
+use super::{Counted, Offered, Ride, Seats};
 use crate::fastcgi::client::tests::{
     Peer, SECOND, collect, dial, keep, params, rig, taken, within,
 };
@@ -271,4 +271,19 @@ fn seats_without_an_exchange() {
     drop(one);
     assert!(seats.reserve(2).is_some());
     drop(two);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_request_queues_behind_one_that_has_run_for_a_while() {
+    let seats = Arc::new(Seats::default());
+    let slow = Offered::new(&seats).unwrap();
+    tokio::time::advance(std::time::Duration::from_millis(11)).await;
+    let fresh = Offered::new(&seats).unwrap();
+    let records = || encode_bodiless(&params("GET"));
+    let _ride = seats.ride(records()).expect("the fresh seat");
+    // The slow exchange's seat was taken off offer, not ridden.
+    assert_eq!(seats.offered(), 0);
+    assert!(seats.ride(records()).is_err());
+    assert!(slow.close().is_none());
+    assert!(fresh.close().is_some());
 }

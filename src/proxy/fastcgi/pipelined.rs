@@ -134,6 +134,7 @@ async fn ride_on(
             stale: true,
             reached: true,
         }),
+        // Not the server's failure (the request ahead is still going): tried again without counting.
         Err(_) => {
             let untouched = ride.cancel().is_some();
             Err(Failed {
@@ -143,7 +144,7 @@ async fn ride_on(
                         .into(),
                 },
                 unsent: None,
-                stale: false,
+                stale: true,
                 reached: !untouched,
             })
         }
