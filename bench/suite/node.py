@@ -13,7 +13,7 @@ import benchlib
 from benchlib import BenchError, log, wrk_errors
 
 from . import nodestacks
-from .core import Scope, require, start_stacks
+from .core import Scope, in_turn, require, start_stacks
 
 AB_N, AB_C = 10000, 100
 MEM_CONNS = 100
@@ -62,7 +62,7 @@ def run_rps(ctx, out):
         i = 0
         for c in conns:
             for rnd in range(1, ctx.args.rounds + 1):
-                for s in stacks:
+                for s in in_turn(stacks, rnd):
                     i += 1
                     r = {"stack": s.name, "conns": c, "round": rnd}
                     try:
@@ -76,7 +76,7 @@ def run_rps(ctx, out):
                     runs.append(r)
         if ctx.bins.get("ab"):
             for rnd in range(1, ctx.args.rounds + 1):
-                for s in stacks:
+                for s in in_turn(stacks, rnd):
                     r = {"stack": s.name, "round": rnd}
                     try:
                         r.update(benchlib.run_ab(ctx.bins["ab"], s.url(), AB_N, AB_C, keepalive=True))

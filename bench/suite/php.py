@@ -23,7 +23,7 @@ import socket
 import benchlib
 from benchlib import BenchError, log
 
-from .core import Nginx, Proc, Rein, Scope, Skip, View, free_ports, require, start_stacks, wait_answering
+from .core import Nginx, Proc, Rein, Scope, Skip, View, free_ports, in_turn, require, start_stacks, wait_answering
 from .node import _wrk, summarize_points, warm
 
 CHILDREN = 4
@@ -222,7 +222,7 @@ def run(ctx, out):
         for page, (path, _) in PAGES.items():
             for c in ctx.args.vs_conns:
                 for rnd in range(1, ctx.args.rounds + 1):
-                    for s in stacks:
+                    for s in in_turn(stacks, rnd):
                         s.path = path
                         r = {"case": page, "stack": s.name, "conns": c, "round": rnd}
                         try:

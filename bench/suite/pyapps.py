@@ -15,7 +15,7 @@ import os
 import benchlib
 from benchlib import BenchError, log
 
-from .core import Nginx, Proc, Rein, Scope, copy_tree, free_ports, require, start_stacks, wait_answering
+from .core import Nginx, Proc, Rein, Scope, copy_tree, free_ports, in_turn, require, start_stacks, wait_answering
 from .node import _wrk, summarize_points, warm
 
 WORKERS = 2
@@ -96,7 +96,7 @@ def run(ctx, out):
             stacks = [named[x] for x in labels if x in named]
             for c in ctx.args.vs_conns:
                 for rnd in range(1, ctx.args.rounds + 1):
-                    for s in stacks:
+                    for s in in_turn(stacks, rnd):
                         r = {"case": case, "stack": s.label, "conns": c, "round": rnd}
                         try:
                             r.update(_wrk(ctx, s, c, ctx.args.duration))

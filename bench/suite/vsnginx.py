@@ -15,7 +15,7 @@ import os
 import benchlib
 from benchlib import BenchError, log
 
-from .core import Nginx, Rein, Scope, Skip, free_ports, require, start_stacks, wait_answering
+from .core import Nginx, Rein, Scope, Skip, free_ports, in_turn, require, start_stacks, wait_answering
 from .node import _wrk, summarize_points, warm
 
 FILE_NAME, FILE_SIZE = "1k.txt", 1024
@@ -41,7 +41,7 @@ def _measure(ctx, out, case, stacks):
     warm(ctx, stacks)  # warm-up
     for c in ctx.args.vs_conns:
         for rnd in range(1, ctx.args.rounds + 1):
-            for s in stacks:
+            for s in in_turn(stacks, rnd):
                 i += 1
                 r = {"case": case, "stack": s.name, "conns": c, "round": rnd}
                 try:
