@@ -10,6 +10,7 @@ use crate::fastcgi::client::tests::{
 };
 use crate::fastcgi::client::{Conn, Error, encode_bodiless};
 use crate::fastcgi::params::Params;
+use crate::upstream::conf::ServerAddr;
 
 /// Waits until an exchange on `seats` has offered a seat, then rides it with `request`.
 async fn ride(seats: &Seats, request: &Params) -> Ride {
@@ -21,6 +22,13 @@ async fn ride(seats: &Seats, request: &Params) -> Ride {
         }
         tokio::task::yield_now().await;
     }
+}
+
+/// Seats for a server of one connection, and that connection.
+async fn one_connection(addr: &ServerAddr) -> (Arc<Seats>, Conn) {
+    let seats = Arc::new(Seats::default());
+    let conn = dial(addr).await.counted(seats.reserve(1).unwrap());
+    (seats, conn)
 }
 
 fn get(query: &str) -> Params {
@@ -48,8 +56,7 @@ async fn a_rider_is_written_behind_and_answered_after() {
             assert_eq!(request(&mut peer).await, "third");
             peer.respond(b"\r\nanswer to third").await;
         });
-        let seats = Arc::new(Seats::default());
-        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let (seats, conn) = one_connection(&addr).await;
         assert!(
             seats.reserve(1).is_none(),
             "one connection allowed, one open"
@@ -99,8 +106,7 @@ async fn a_rider_is_told_when_the_exchange_ahead_fails() {
             request(&mut peer).await;
             // Closed without a word: the worker died.
         });
-        let seats = Arc::new(Seats::default());
-        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let (seats, conn) = one_connection(&addr).await;
         let first = get("first");
         let ahead = conn.send(&first, None, SECOND);
         let behind = async {
@@ -133,8 +139,7 @@ async fn a_rider_that_gives_up_takes_the_connection_with_it() {
             peer.respond(b"\r\nanswer to first").await;
             peer.respond(b"\r\nanswer to nobody").await;
         });
-        let seats = Arc::new(Seats::default());
-        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let (seats, conn) = one_connection(&addr).await;
         let ahead = async {
             let mut response = conn.send(&get("first"), None, SECOND).await.unwrap();
             let slot = keep(response.body_mut());
@@ -172,8 +177,7 @@ async fn a_rider_dropped_before_its_request_went_out_leaves_the_connection_reusa
             assert_eq!(request(&mut peer).await, "next");
             peer.respond(b"\r\nanswer to next").await;
         });
-        let seats = Arc::new(Seats::default());
-        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let (seats, conn) = one_connection(&addr).await;
         let first = get("first");
         let ahead = async {
             let mut response = conn.send(&first, None, SECOND).await.unwrap();
@@ -211,8 +215,7 @@ async fn a_worker_gone_between_two_requests_is_a_stale_connection() {
             // PHP-FPM's pm.max_requests: the worker answers, then exits without a look at the next.
             peer.respond(b"\r\nanswer to first").await;
         });
-        let seats = Arc::new(Seats::default());
-        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let (seats, conn) = one_connection(&addr).await;
         let ahead = async {
             let response = conn.send(&get("first"), None, SECOND).await.unwrap();
             collect(response.into_body()).await.unwrap()

@@ -152,12 +152,12 @@ async fn attempt(
                     (conn, Some(waiting))
                 }
                 Err(source) => {
-                    return Err(Failed {
-                        error: ProxyError::connect(&server.addr, timeouts.connect, source),
-                        unsent: body,
-                        stale: false,
-                        reached: false,
-                    });
+                    return Err(Failed::connect(
+                        &server.addr,
+                        timeouts.connect,
+                        source,
+                        body,
+                    ));
                 }
             }
         }

@@ -112,12 +112,12 @@ async fn attempt_one(
                 (conn, false)
             }
             Err(source) => {
-                return Err(Failed {
-                    error: ProxyError::connect(&server.addr, timeouts.connect, source),
-                    unsent: body,
-                    stale: false,
-                    reached: false,
-                });
+                return Err(Failed::connect(
+                    &server.addr,
+                    timeouts.connect,
+                    source,
+                    body,
+                ));
             }
         },
     };

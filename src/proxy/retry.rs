@@ -46,6 +46,21 @@ impl Failed {
             reached: true,
         }
     }
+
+    /// A connect that failed: nothing reached the server, and the body may go to the next one.
+    pub fn connect(
+        server: &crate::upstream::conf::ServerAddr,
+        timeout: Duration,
+        source: std::io::Error,
+        unsent: Option<Body>,
+    ) -> Self {
+        Failed {
+            error: ProxyError::connect(server, timeout, source),
+            unsent,
+            stale: false,
+            reached: false,
+        }
+    }
 }
 
 /// What the loop needs to know of the request.

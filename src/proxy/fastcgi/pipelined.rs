@@ -57,12 +57,12 @@ pub(super) async fn attempt(
             let conn = match fastcgi::connect(&server.addr, timeouts.connect).await {
                 Ok(conn) => conn.counted(counted),
                 Err(source) => {
-                    return Err(Failed {
-                        error: ProxyError::connect(&server.addr, timeouts.connect, source),
-                        unsent: body,
-                        stale: false,
-                        reached: false,
-                    });
+                    return Err(Failed::connect(
+                        &server.addr,
+                        timeouts.connect,
+                        source,
+                        body,
+                    ));
                 }
             };
             server.opened();
