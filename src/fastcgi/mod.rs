@@ -7,7 +7,9 @@
 //! - [`request_params()`]: the CGI/1.1 variables of a request, as PHP-FPM expects them;
 //! - [`cgi`]: the CGI response head at the start of STDOUT (`Status:`, header lines, an empty line);
 //! - [`Conn`]: one connection, one request at a time (request id 1, `FCGI_KEEP_CONN`, no multiplexing, which
-//!   PHP-FPM does not do anyway), over a TCP or Unix socket (`socket`, which acknowledges TCP data at once).
+//!   PHP-FPM does not do anyway), over a TCP or Unix socket (`socket`, which acknowledges TCP data at once);
+//!   the request in flight on it is an `exchange` (what goes out, what comes back, whether the connection
+//!   can be reused).
 //!
 //! [`Conn::send`] streams the request body as STDIN while it reads the answer, and returns at the end of the
 //! CGI head; the [`ResponseBody`] then streams STDOUT with backpressure and a read timeout, logs STDERR line by
@@ -18,6 +20,7 @@
 
 pub mod cgi;
 mod client;
+mod exchange;
 pub mod params;
 pub mod pipeline;
 pub mod record;
@@ -28,6 +31,7 @@ mod fuzz_tests;
 #[cfg(test)]
 mod php_tests;
 
-pub use client::{Conn, Error, ResponseBody, SendError, connect, encode_bodiless};
+pub use client::{Conn, Error, ResponseBody, SendError, connect};
+pub use exchange::encode_bodiless;
 pub use params::Params;
 pub use request_params::{Cgi, Script, request_params};

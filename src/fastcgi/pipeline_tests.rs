@@ -8,7 +8,8 @@ use super::{Counted, Offered, Ride, Seats};
 use crate::fastcgi::client::tests::{
     Peer, SECOND, collect, dial, keep, params, rig, taken, within,
 };
-use crate::fastcgi::client::{Conn, Error, encode_bodiless};
+use crate::fastcgi::client::{Conn, Error};
+use crate::fastcgi::exchange::encode_bodiless;
 use crate::fastcgi::params::Params;
 use crate::upstream::conf::ServerAddr;
 
