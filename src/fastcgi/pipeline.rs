@@ -42,8 +42,11 @@ pub struct Seats {
     /// there are any, no seat is offered, so that connections come back free rather than passing from rider
     /// to rider.
     waiting_alone: AtomicU32,
-    /// A seat was offered, or a connection came free or closed.
+    /// A seat was offered, or a connection came free or closed: told only while `waiters` > 0, so that the
+    /// exchanges of a server nobody waits on do not take the notifier's lock twice per request.
     changed: Notify,
+    /// Requests waiting on `changed` (see [`Seats::waiting`]).
+    waiters: AtomicU32,
     /// Requests that rode (for the status).
     rides: AtomicU64,
 }
@@ -143,7 +146,7 @@ impl Seats {
             since: Instant::now(),
         });
         lock(&self.free).push(seat.clone());
-        self.changed.notify_waiters();
+        self.tell();
         Some(seat)
     }
 
@@ -192,11 +195,26 @@ impl Seats {
 
     /// Tells waiting requests that a connection came free (back in the pool, or closed).
     pub fn freed(&self) {
-        self.changed.notify_waiters();
+        self.tell();
     }
 
-    /// Resolves when a seat is offered or a connection comes free. Create it before looking, so that a
-    /// change in between is not missed.
+    fn tell(&self) {
+        // Sequentially consistent with `waiting`: either a waiter that counted itself is told, or it looks
+        // after this change and sees it.
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Counts a request as waiting on [`Seats::changed`], until the guard is dropped. Taken before a last
+    /// look at the connections and seats, so that a change after that look is told to it.
+    pub fn waiting(self: &Arc<Self>) -> Waiting {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(self.clone())
+    }
+
+    /// Resolves when a seat is offered or a connection comes free, for a request counted by
+    /// [`Seats::waiting`]. Create it before looking, so that a change in between is not missed.
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.changed.notified()
     }
@@ -286,6 +304,15 @@ impl Drop for Counted {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::SeqCst);
         self.0.freed();
+    }
+}
+
+/// A request counted as waiting on [`Seats::changed`].
+pub struct Waiting(Arc<Seats>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

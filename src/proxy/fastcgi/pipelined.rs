@@ -44,6 +44,7 @@ pub(super) async fn attempt(
     let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     let mut records: Option<BytesMut> = None;
     let mut waiting_alone = None;
+    let mut waiting = None;
     loop {
         // Registered before looking, so that a seat or connection coming free in between is not missed.
         let changed = seats.changed();
@@ -78,6 +79,11 @@ pub(super) async fn attempt(
             }
         } else if waiting_alone.is_none() {
             waiting_alone = Some(seats.waiting_alone());
+        }
+        if waiting.is_none() {
+            // Counted now, then one more look: whatever frees up from here on wakes this request.
+            waiting = Some(seats.waiting());
+            continue;
         }
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             return Err(Failed {
