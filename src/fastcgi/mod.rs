@@ -4,7 +4,8 @@
 //! - [`record`]: records without I/O: an encoder and a [`record::Decoder`] bytes are pushed into and records
 //!   pulled out of, which never panics whatever the bytes;
 //! - [`params`]: the name-value pairs of PARAMS and GET_VALUES;
-//! - [`request_params()`]: the CGI/1.1 variables of a request, as PHP-FPM expects them;
+//! - [`request_params()`]: the CGI/1.1 variables of a request, as PHP-FPM expects them, or for rein's
+//!   Python adapter running an ASGI app the scope ready-made in one param (`asgi_scope`);
 //! - [`cgi`]: the CGI response head at the start of STDOUT (`Status:`, header lines, an empty line);
 //! - [`Conn`]: one connection, one request at a time (request id 1, `FCGI_KEEP_CONN`, no multiplexing, which
 //!   PHP-FPM does not do anyway), over a TCP or Unix socket (`socket`, which acknowledges TCP data at once);
@@ -18,6 +19,7 @@
 //! request on. [`pipeline`]: on servers that allow it, a request without a body queued on a connection
 //! behind the one in progress, and the connection handed over at its end.
 
+mod asgi_scope;
 pub mod cgi;
 mod client;
 mod exchange;

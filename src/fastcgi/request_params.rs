@@ -12,7 +12,8 @@
 //!   forge it (nginx drops them by default too).
 //! - `Script::extra` comes last: PHP-FPM keeps the last of duplicate names, so it overrides what is here.
 
-use std::net::SocketAddr;
+use std::borrow::Cow;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -50,12 +51,20 @@ pub enum Cgi {
     /// `REQUEST_SCHEME` (`HTTPS` says it) nor `REDIRECT_STATUS`. Every pair is decoded in Python: a GET with
     /// one header carries 12 instead of 19 (ASGI hello: 2.5 µs less of the adapter's 14 µs per request).
     Lean,
+    /// The ASGI scope ready-made in one param, for rein's adapter running an ASGI app (see
+    /// [`super::asgi_scope`]); `Lean` for a request whose decoded path holds a NUL byte.
+    Asgi,
 }
 
 /// The params for `req` running `script`. `body_len` is the exact length of the body that will be sent when
 /// the caller knows it (a body buffered because it came chunked: PHP reads `CONTENT_LENGTH` bytes of input
 /// and no more); `None` falls back to the `Content-Length` header, and to no `CONTENT_LENGTH` without one.
 pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>) -> Params {
+    if script.cgi == Cgi::Asgi
+        && let Some(p) = super::asgi_scope::params(req, script)
+    {
+        return p;
+    }
     // About what a GET with a few headers needs: the pairs are encoded into one buffer as they come.
     let mut p = Params::with_capacity(1024);
     p.push("SCRIPT_NAME", &script.name);
@@ -120,31 +129,46 @@ fn protocol(v: Version) -> &'static str {
 }
 
 fn addresses(p: &mut Params, req: &RequestInfo) {
-    match req.remote {
-        Some(a) => {
-            p.push("REMOTE_ADDR", ascii::ip(a.ip().to_canonical()).as_bytes());
-            p.push("REMOTE_PORT", ascii::number(a.port().into()).as_bytes());
-        }
-        None => {
-            p.push("REMOTE_ADDR", "127.0.0.1");
-            p.push("REMOTE_PORT", "0");
-        }
-    }
+    let (client, client_port) = client(req);
+    p.push("REMOTE_ADDR", client.as_bytes());
+    p.push("REMOTE_PORT", client_port.as_bytes());
     let local_ip = req.local.map(|a: SocketAddr| a.ip().to_canonical());
-    let port = req
-        .local
-        .map(|a| a.port())
-        .or_else(|| host_port(req))
-        .unwrap_or(if req.scheme == "https" { 443 } else { 80 });
     match local_ip {
         Some(ip) => p.push("SERVER_ADDR", ascii::ip(ip).as_bytes()),
         None => p.push("SERVER_ADDR", "127.0.0.1"),
     }
-    p.push("SERVER_PORT", ascii::number(port.into()).as_bytes());
-    match (&*req.host, local_ip) {
-        ("", Some(ip)) => p.push("SERVER_NAME", ascii::ip(ip).as_bytes()),
-        ("", None) => p.push("SERVER_NAME", "localhost"),
-        (host, _) => p.push("SERVER_NAME", host),
+    p.push(
+        "SERVER_PORT",
+        ascii::number(server_port(req).into()).as_bytes(),
+    );
+    p.push("SERVER_NAME", server_name(req));
+}
+
+/// The client's address and port; on a Unix-socket listener `127.0.0.1` and `0` (see the module's header).
+pub(super) fn client(req: &RequestInfo) -> (ascii::Text, ascii::Text) {
+    match req.remote {
+        Some(a) => (
+            ascii::ip(a.ip().to_canonical()),
+            ascii::number(a.port().into()),
+        ),
+        None => (ascii::ip(Ipv4Addr::LOCALHOST.into()), ascii::number(0)),
+    }
+}
+
+/// The port the request came to: the listener's, else the `Host` header's, else the scheme's default.
+pub(super) fn server_port(req: &RequestInfo) -> u16 {
+    req.local
+        .map(|a| a.port())
+        .or_else(|| host_port(req))
+        .unwrap_or(if req.scheme == "https" { 443 } else { 80 })
+}
+
+/// The `Host` name, else the address the request came to, else `localhost`.
+pub(super) fn server_name(req: &RequestInfo) -> Cow<'_, [u8]> {
+    match (&*req.host, req.local) {
+        ("", Some(a)) => Cow::Owned(ascii::ip(a.ip().to_canonical()).as_bytes().to_vec()),
+        ("", None) => Cow::Borrowed(b"localhost"),
+        (host, _) => Cow::Borrowed(host.as_bytes()),
     }
 }
 

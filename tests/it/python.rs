@@ -154,6 +154,47 @@ fn an_asgi_app_gets_lifespan_and_streams_both_ways() {
     assert_eq!(conn.get("/hello", &[]).status, 200, "the app still serves");
 }
 
+/// The scope rein builds for an ASGI app (sent ready-made, not as CGI variables): paths decoded and raw, the
+/// prefix as `root_path`, each header value apart as received, both ends of the connection.
+#[test]
+fn an_asgi_app_gets_its_scope_from_rein() {
+    let rein = Rein::start();
+    let addr = serve_app(
+        &rein,
+        python_app(
+            "asgi_app",
+            json!({"protocol": "asgi", "callable": "app", "prefix": "/api"}),
+        ),
+    );
+    let mut conn = Conn::open(addr);
+    let headers = [("X-Two", "a"), ("x-two", "b"), ("Cookie", "c=1")];
+    let r = conn.request("POST", "/api/scope/caf%C3%A9?q=%20&x", &headers, b"abc");
+    let scope = json_of(&r);
+    assert_eq!(scope["method"], "POST");
+    assert_eq!(scope["http_version"], "1.1");
+    assert_eq!(scope["scheme"], "http");
+    assert_eq!(scope["path"], "/api/scope/caf\u{e9}");
+    assert_eq!(scope["raw_path"], "/api/scope/caf%C3%A9");
+    assert_eq!(scope["root_path"], "/api");
+    assert_eq!(scope["query_string"], "q=%20&x");
+    assert_eq!(scope["client"][0], "127.0.0.1");
+    assert!(scope["client"][1].as_u64().unwrap() > 0);
+    assert_eq!(
+        scope["server"],
+        json!(["test", addr.port()]),
+        "the Host name, the listener's port"
+    );
+    assert_eq!(scope["state"], json!({"started": true}));
+    let headers: Vec<(String, String)> = serde_json::from_value(scope["headers"].clone()).unwrap();
+    let has = |n: &str, v: &str| headers.contains(&(n.to_owned(), v.to_owned()));
+    assert!(has("x-two", "a") && has("x-two", "b"), "{headers:?}");
+    assert!(
+        has("cookie", "c=1") && has("content-length", "3"),
+        "{headers:?}"
+    );
+    assert_eq!(headers.iter().filter(|(n, _)| n == "host").count(), 1);
+}
+
 #[test]
 fn a_prefix_becomes_script_name() {
     let rein = Rein::start();

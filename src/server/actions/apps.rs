@@ -7,12 +7,13 @@ use http::{Response, StatusCode};
 
 use super::{Ctx, error, return_response};
 use crate::body::Body;
-use crate::fastcgi::Script;
+use crate::fastcgi::{Cgi, Script};
 use crate::proxy;
 use crate::scripts::{self, PhpTarget, Resolved};
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
 use crate::snapshot::{FastCgi, FastCgiServer};
 use crate::supervisor::conf::AppKind;
+use crate::supervisor::python::Protocol;
 use crate::upstream::Upstream;
 
 impl Ctx<'_> {
@@ -34,6 +35,9 @@ impl Ctx<'_> {
             AppKind::Python(py) => match py.callable(target) {
                 Some(callable) => {
                     let mut script = scripts::python(&callable.prefix, &self.request.path);
+                    if py.protocol == Protocol::Asgi {
+                        script.cgi = Cgi::Asgi;
+                    }
                     if let Some(t) = target {
                         script.extra.push(("REIN_TARGET".to_owned(), t.to_owned()));
                     }

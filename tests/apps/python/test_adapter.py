@@ -719,6 +719,44 @@ class AsgiTests(Common, unittest.TestCase):
         scope = self.get("/scope", headers=[("X-Test", value)]).json()
         self.assertIn(["x-test", value], scope["headers"])
 
+    @staticmethod
+    def compact(fields, target=None):
+        """What rein sends an ASGI app: the scope's fields in one REIN_ASGI_SCOPE param (then REIN_TARGET)."""
+        blob = "\0".join(f.encode("utf-8").decode("latin-1") for f in fields)
+        return [("REIN_ASGI_SCOPE", blob)] + ([("REIN_TARGET", target)] if target else [])
+
+    def test_ready_made_scope(self):
+        fields = ["PUT", "2", "https", "/app/scope/caf\u00e9", "/app/scope/caf%C3%A9", "a=1", "/app",
+                  "192.0.2.7", "54321", "example.test", "8443",
+                  "host", "example.test:8443", "x-two", "a", "x-two", "b", "content-length", "0"]
+        with self.adapter.client() as client:
+            client.begin(self.compact(fields))
+            client.send(record(STDIN, 1))
+            scope = client.read_response().json()
+        self.assertEqual((scope["method"], scope["http_version"], scope["scheme"]), ("PUT", "2", "https"))
+        self.assertEqual((scope["path"], scope["raw_path"], scope["root_path"]),
+                         ("/app/scope/caf\u00e9", "/app/scope/caf%C3%A9", "/app"))
+        self.assertEqual(scope["query_string"], "a=1")
+        self.assertEqual((scope["client"], scope["server"]), (["192.0.2.7", 54321], ["example.test", 8443]))
+        self.assertEqual(scope["headers"], [["host", "example.test:8443"], ["x-two", "a"], ["x-two", "b"],
+                                            ["content-length", "0"]])
+        self.assertEqual(scope["state"], {"started": True})
+
+    def test_ready_made_scope_without_client_or_headers(self):
+        fields = ["GET", "1.1", "http", "/scope", "/scope", "", "", "", "", "localhost", "80"]
+        with self.adapter.client() as client:
+            client.begin(self.compact(fields))
+            client.send(record(STDIN, 1))
+            scope = client.read_response().json()
+        self.assertEqual((scope["client"], scope["headers"]), (None, []))
+
+    def test_malformed_ready_made_scope_closes_the_connection(self):
+        with self.adapter.client() as client:
+            client.begin(self.compact(["GET", "1.1", "http", "/scope"]))
+            client.send(record(STDIN, 1))
+            self.assertIsNone(client.read_record(), "closed without an answer: rein answers 502")
+        self.assertEqual(self.get("/hello").status, 200, "the adapter still serves")
+
     def test_scope_https_root_path_and_body_headers(self):
         scope = self.get("/scope", method="POST", body=b"abc", script_name="/app",
                          extra=[("HTTPS", "on"), ("SERVER_PROTOCOL", "HTTP/2.0")]).json()
