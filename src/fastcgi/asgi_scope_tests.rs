@@ -1,21 +1,6 @@
 use super::*;
+use crate::fastcgi::request_params::tests::info;
 use crate::fastcgi::{Cgi, request_params};
-
-fn info(
-    target: &str,
-    headers: &[(&str, &str)],
-    remote: Option<&str>,
-    local: Option<&str>,
-) -> RequestInfo {
-    let mut b = http::Request::builder().method("POST").uri(target);
-    for (n, v) in headers {
-        b = b.header(*n, *v);
-    }
-    let (mut parts, ()) = b.body(()).unwrap().into_parts();
-    let remote = remote.map(|r| r.parse().unwrap());
-    let local = local.map(|l| l.parse().unwrap());
-    RequestInfo::from_parts(&mut parts, "https", remote, local).0
-}
 
 fn asgi(name: &str, path_info: &str) -> Script {
     Script {

@@ -220,10 +220,11 @@ fn skipped(name: &HeaderName) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn info(
+    /// A POST over https for `target`, as the router sees it (also used by `asgi_scope`'s tests).
+    pub(in crate::fastcgi) fn info(
         target: &str,
         headers: &[(&str, &str)],
         remote: Option<&str>,
