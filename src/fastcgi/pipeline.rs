@@ -1,5 +1,6 @@
-//! Pipelining on kept-alive connections to PHP-FPM: one request queued on a connection while the server is
-//! still answering the one before it.
+//! Pipelining on kept-alive connections to PHP-FPM (and to rein's Python adapter serving WSGI, which reads
+//! requests the same way): one request queued on a connection while the server is still answering the one
+//! before it.
 //!
 //! A PHP-FPM worker serves one kept-alive connection, one request at a time, and reads each request's records
 //! exactly up to their end. If the next request is already in the socket when the worker finishes, it starts

@@ -277,10 +277,16 @@ impl AppConf {
         }
     }
 
-    /// Whether a request without a body may queue on a busy FastCGI connection to an instance: PHP-FPM
-    /// reads each request exactly to its end (see [`crate::fastcgi::pipeline`]). The Python adapter does not.
+    /// Whether a request without a body may queue on a busy FastCGI connection to an instance: PHP-FPM and
+    /// the Python adapter's WSGI connections read each request exactly to its end (see
+    /// [`crate::fastcgi::pipeline`]). Its ASGI connections refuse a second request while one is in progress;
+    /// an ASGI app takes more requests at once anyway.
     pub fn pipelines(&self) -> bool {
-        matches!(self.kind, AppKind::Php(_))
+        match &self.kind {
+            AppKind::Php(_) => true,
+            AppKind::Python(py) => py.protocol == super::python::Protocol::Wsgi,
+            AppKind::External => false,
+        }
     }
 
     /// Whether rein speaks FastCGI to its instances.

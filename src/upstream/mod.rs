@@ -223,7 +223,8 @@ pub struct Member {
     pub weight: f64,
     pub max_connections: Option<u32>,
     /// Each of its `max_connections` FastCGI connections may carry one request queued behind the one in
-    /// progress (see [`crate::fastcgi::pipeline`]): PHP-FPM, which reads a request exactly to its end.
+    /// progress (see [`crate::fastcgi::pipeline`]): PHP-FPM or a WSGI adapter, which read a request exactly to
+    /// its end.
     pub pipelining: bool,
     pub state: Arc<ServerState>,
 }

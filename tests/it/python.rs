@@ -256,6 +256,23 @@ fn import_errors_are_refused_with_the_traceback_and_nothing_changes() {
     assert_eq!(apps, "wsgi_app");
 }
 
+/// A one-thread WSGI instance and eight clients: bodiless requests queue on its busy connection (pipelined,
+/// as to PHP-FPM), streamed responses among them, and every request gets its own answer.
+#[test]
+fn wsgi_requests_pipeline_on_a_busy_connection() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 1})));
+    wait_for("the app to answer", || get(addr, "/hello").status == 200);
+    let paths = ["/hello", "/stream", "/env", "/hello"];
+    let load = Load::start(addr, &[paths, paths].concat());
+    load.wait_more(400);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+    let (_, status) = rein.api("GET", "/status/applications/py", None);
+    let pipelined = status["instances"][0]["pipelined"].as_u64();
+    assert!(pipelined.unwrap() > 0, "{status}");
+}
+
 /// Three rolling reloads under keep-alive load: no failed request, and the last reload's report says so.
 fn reloads_under_load_fail_no_request(app: Value, paths: &[&'static str]) {
     let rein = Rein::start();

@@ -29,7 +29,9 @@ Design
   costs a blocked thread but no worker slot: a BoundedSemaphore(--threads) bounds the requests
   running the app at once. wsgi.input pulls STDIN records as the app reads. Between the chunks of
   a streamed response the connection is polled (non-blocking) for an abort. Whatever body the app
-  left unread is dropped while the connection waits for its next BEGIN_REQUEST.
+  left unread is dropped while the connection waits for its next BEGIN_REQUEST. A connection reads
+  a request exactly to its end (its empty STDIN; the abort poll stops at a BEGIN_REQUEST), so rein
+  may pipeline: send the next request, without a body, while the one before it is being answered.
 * ASGI 3 (HTTP + lifespan): one asyncio event loop; each connection is an asyncio.Protocol that
   parses records, each request an asyncio task (started eagerly on Python >= 3.12, so that a
   simple request completes within the read that brought it). The request body flows through
@@ -231,8 +233,9 @@ class RecordReader:
         self.buf, self.pos = b"".join(parts), 0
         return self.buf
 
-    def read_nowait(self):
-        """A record already received (or receivable without blocking), else None. EOF raises."""
+    def read_nowait(self, stop_before=None):
+        """A record already received (or receivable without blocking), else None. EOF raises. A record of
+        type stop_before is left unread (None)."""
         if not self._complete():
             try:
                 data = self.sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
@@ -243,6 +246,8 @@ class RecordReader:
             self.buf, self.pos = self.buf[self.pos:] + data, 0
             if not self._complete():
                 return None
+        if self.buf[self.pos + 1] == stop_before:
+            return None
         return self.read()
 
     def _complete(self):
@@ -679,7 +684,8 @@ class WsgiConnection:
         """Between two chunks of a streamed response: has rein aborted the request or gone away?"""
         try:
             while True:
-                rec = self.reader.read_nowait()
+                # A BEGIN_REQUEST is the next request, pipelined behind this one: it stays for _next_request.
+                rec = self.reader.read_nowait(stop_before=BEGIN_REQUEST)
                 if rec is None:
                     return False
                 rtype, rid, content = rec

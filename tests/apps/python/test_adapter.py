@@ -599,6 +599,20 @@ class WsgiTests(Common, unittest.TestCase):
             self.assertEqual(response.body, b"".join(b"chunk %03d\n" % i for i in range(100)))
             self.assertEqual(client.request("/hello").body, b"Hello, world")
 
+    def test_pipelined_requests_are_answered_in_turn(self):
+        """rein pipelines bodiless requests to WSGI instances as to PHP-FPM: the next request's records are
+        already in the socket while a streamed response is polled for aborts between its chunks."""
+        streamed = b"".join(b"chunk %03d\n" % i for i in range(100))
+        closed = self.get("/closed").json()["closed"]
+        with self.adapter.client() as client:
+            for path in ("/stream", "/hello", "/stream", "/hello"):
+                client.begin(client.params("GET", path))
+                client.send(record(STDIN, 1))
+            for expected in (streamed, b"Hello, world", streamed, b"Hello, world"):
+                response = client.read_response()
+                self.assertEqual((response.status, response.body), (200, expected))
+            self.assertEqual(self.get("/closed").json()["closed"], closed + 2, "each streamed iterable closed")
+
     def test_abort_while_the_app_reads(self):
         with self.adapter.client() as client:
             client.begin(client.params("POST", "/echo", body=b"x" * 100))
