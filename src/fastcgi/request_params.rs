@@ -52,7 +52,9 @@ pub enum Cgi {
     /// one header carries 12 instead of 19 (ASGI hello: 2.5 µs less of the adapter's 14 µs per request).
     Lean,
     /// The ASGI scope ready-made in one param, for rein's adapter running an ASGI app (see
-    /// [`super::asgi_scope`]); `Lean` for a request whose decoded path holds a NUL byte.
+    /// [`super::asgi_scope`]); `Lean` for a request whose decoded path holds a NUL byte. The headers go as
+    /// received, `Content-Length` among them: `body_len` is not used (an ASGI app reads the body to its
+    /// last `http.request` event, not to a length).
     Asgi,
 }
 

@@ -233,9 +233,9 @@ class RecordReader:
         self.buf, self.pos = b"".join(parts), 0
         return self.buf
 
-    def read_nowait(self, stop_before=None):
-        """A record already received (or receivable without blocking), else None. EOF raises. A record of
-        type stop_before is left unread (None)."""
+    def read_nowait(self):
+        """A record already received (or receivable without blocking), else None. EOF raises. A BEGIN_REQUEST
+        is left unread (None): it is the next request, pipelined behind the one in progress."""
         if not self._complete():
             try:
                 data = self.sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
@@ -246,7 +246,7 @@ class RecordReader:
             self.buf, self.pos = self.buf[self.pos:] + data, 0
             if not self._complete():
                 return None
-        if self.buf[self.pos + 1] == stop_before:
+        if self.buf[self.pos + 1] == BEGIN_REQUEST:
             return None
         return self.read()
 
@@ -684,8 +684,7 @@ class WsgiConnection:
         """Between two chunks of a streamed response: has rein aborted the request or gone away?"""
         try:
             while True:
-                # A BEGIN_REQUEST is the next request, pipelined behind this one: it stays for _next_request.
-                rec = self.reader.read_nowait(stop_before=BEGIN_REQUEST)
+                rec = self.reader.read_nowait()  # stops before a pipelined request, left for _next_request
                 if rec is None:
                     return False
                 rtype, rid, content = rec
