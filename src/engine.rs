@@ -8,11 +8,12 @@
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::compile::compile;
+use crate::compile::compile_with;
 use crate::config::ConfigError;
 use crate::config::pointer::EditError;
 use crate::server::Server;
 use crate::state::{StateDir, StateError};
+use crate::tls::{Bundle, BundleError, CertDir, Certificates};
 
 /// Why a change was refused; nothing changed.
 #[derive(Debug, thiserror::Error)]
@@ -48,16 +49,39 @@ pub struct ChangeOptions<'a> {
     pub startup: bool,
 }
 
+/// Why a certificate change was refused; nothing changed. The texts are Unit's.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("Invalid certificate name.")]
+    InvalidName,
+    #[error("Certificate bundle is too large.")]
+    TooLarge,
+    #[error("Invalid certificate.")]
+    Invalid(#[source] BundleError),
+    #[error("Certificate already exists.")]
+    Exists,
+    #[error("Certificate doesn't exist.")]
+    NotFound,
+    #[error("Certificate is used in the configuration.")]
+    InUse,
+    #[error("Failed to store the certificate.")]
+    Save(#[source] std::io::Error),
+    #[error("Failed to apply the certificate.")]
+    Apply(#[source] ConfigError),
+}
+
 struct Current {
     doc: Value,
     etag: String,
     generation: u64,
+    certs: Certificates,
 }
 
 pub struct Engine {
     current: Mutex<Current>,
     server: Server,
     state: Option<StateDir>,
+    cert_dir: Option<CertDir>,
 }
 
 impl Engine {
@@ -67,14 +91,24 @@ impl Engine {
         state: Option<StateDir>,
         doc: Value,
     ) -> Result<Engine, ChangeError> {
+        let cert_dir = state.as_ref().map(|s| CertDir::new(s.path()));
+        let certs = match &cert_dir {
+            Some(dir) => dir.load().unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot read the saved certificates");
+                Certificates::default()
+            }),
+            None => Certificates::default(),
+        };
         let engine = Engine {
             current: Mutex::new(Current {
                 etag: etag(&Value::Object(Default::default())),
                 doc: Value::Object(Default::default()),
                 generation: 0,
+                certs,
             }),
             server,
             state,
+            cert_dir,
         };
         let opts = ChangeOptions {
             startup: true,
@@ -122,7 +156,7 @@ impl Engine {
         }
         let mut doc = current.doc.clone();
         edit(&mut doc)?;
-        let snapshot = compile(&doc).map_err(ChangeError::Invalid)?;
+        let snapshot = compile_with(&doc, &current.certs).map_err(ChangeError::Invalid)?;
         if opts.dry_run {
             return Ok(Changed::Valid);
         }
@@ -142,7 +176,7 @@ impl Engine {
         // Only the rename is left, which fails only if the state directory was changed under rein; then the
         // previous configuration is put back, as the saved file still holds it.
         if let Some(Err(e)) = pending.map(crate::state::PendingSave::commit) {
-            self.roll_back(&current.doc).await;
+            self.roll_back(&current.doc, &current.certs).await;
             return Err(e.into());
         }
         current.etag = etag(&doc);
@@ -154,14 +188,80 @@ impl Engine {
 
     /// Puts the previous document back after a failure that came after it was replaced (only a failed rename of
     /// the prepared save).
-    async fn roll_back(&self, previous: &Value) {
-        let restored = match compile(previous) {
+    async fn roll_back(&self, previous: &Value, certs: &Certificates) {
+        let restored = match compile_with(previous, certs) {
             Ok(snapshot) => self.server.apply(snapshot, false).await,
             Err(e) => Err(e),
         };
         if let Err(e) = restored {
             tracing::error!(error = %e, "could not restore the previous configuration");
         }
+    }
+}
+
+/// The certificate store: Unit's `/certificates`, beside the document and changed under the same lock.
+impl Engine {
+    /// Unit's `/certificates` object.
+    pub async fn certificates(&self) -> Value {
+        self.current.lock().await.certs.describe()
+    }
+
+    /// Stores a new bundle under `name`, as Unit's `PUT /certificates/NAME`: a name in use is refused.
+    pub async fn add_certificate(&self, name: &str, pem: &[u8]) -> Result<(), CertError> {
+        let mut current = self.current.lock().await;
+        if !crate::tls::valid_name(name) {
+            return Err(CertError::InvalidName);
+        }
+        if pem.len() > crate::tls::MAX_BUNDLE {
+            return Err(CertError::TooLarge);
+        }
+        if current.certs.contains(name) {
+            return Err(CertError::Exists);
+        }
+        let bundle = Bundle::parse(pem, Some(crate::tls::now())).map_err(CertError::Invalid)?;
+        // No listener names a new bundle yet, so nothing is recompiled.
+        if let Some(dir) = &self.cert_dir {
+            dir.save(name, pem).map_err(CertError::Save)?;
+        }
+        current.certs = current.certs.with(name, std::sync::Arc::new(bundle));
+        tracing::info!(certificate = name, "certificate stored");
+        Ok(())
+    }
+
+    /// Puts `bundle` under `name`, replacing the bundle there: listeners that name it serve the new one to new
+    /// handshakes at once (an automatic renewal). Saved only once the configuration compiled and applied.
+    pub async fn replace_certificate(&self, name: &str, bundle: Bundle) -> Result<(), CertError> {
+        let mut current = self.current.lock().await;
+        let pem = bundle.pem().to_vec();
+        let next = current.certs.with(name, std::sync::Arc::new(bundle));
+        let snapshot = compile_with(&current.doc, &next).map_err(CertError::Apply)?;
+        if let Some(dir) = &self.cert_dir {
+            dir.save(name, &pem).map_err(CertError::Save)?;
+        }
+        self.server
+            .apply(snapshot, false)
+            .await
+            .map_err(CertError::Apply)?;
+        current.certs = next;
+        tracing::info!(certificate = name, "certificate replaced");
+        Ok(())
+    }
+
+    /// Unit's `DELETE /certificates/NAME`: refused while a listener names the bundle.
+    pub async fn delete_certificate(&self, name: &str) -> Result<(), CertError> {
+        let mut current = self.current.lock().await;
+        if !current.certs.contains(name) {
+            return Err(CertError::NotFound);
+        }
+        if crate::tls::used_names(&current.doc).contains(name) {
+            return Err(CertError::InUse);
+        }
+        if let Some(dir) = &self.cert_dir {
+            dir.remove(name).map_err(CertError::Save)?;
+        }
+        current.certs = current.certs.without(name);
+        tracing::info!(certificate = name, "certificate deleted");
+        Ok(())
     }
 }
 

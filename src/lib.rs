@@ -26,6 +26,7 @@ pub mod share;
 pub mod snapshot;
 pub mod state;
 pub mod supervisor;
+pub mod tls;
 pub mod upstream;
 pub mod vars;
 pub mod workers;

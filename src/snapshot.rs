@@ -57,6 +57,16 @@ pub struct Listener {
     pub backlog: i32,
     /// Unit's `forwarded`: the client address and scheme from a trusted proxy's headers.
     pub forwarded: Option<crate::forwarded::Forwarded>,
+    /// TLS settings; `None` for a plain listener.
+    pub tls: Option<crate::tls::ListenerTls>,
+    /// HTTP/2 with prior knowledge (h2c) beside HTTP/1.1 on a plain listener.
+    pub h2c: bool,
+}
+
+impl Listener {
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
 }
 
 /// A `pass` destination.
@@ -148,6 +158,32 @@ pub struct HttpSettings {
     pub server_version: bool,
     pub log_route: bool,
     pub mime_types: MimeTypes,
+    pub http2: Http2Settings,
+}
+
+/// `settings.http.http2`: what one HTTP/2 client may make rein hold.
+#[derive(Debug, Clone)]
+pub struct Http2Settings {
+    pub max_concurrent_streams: u32,
+    pub max_header_list_size: u32,
+    pub initial_window_size: u32,
+    /// Streams the client opened and reset before rein answered, waiting to be cleared; past it, the
+    /// connection is closed (the "rapid reset" flood, CVE-2023-44487).
+    pub max_pending_reset_streams: usize,
+    /// Streams rein reset for the client's protocol errors; past it, the connection is closed.
+    pub max_local_error_resets: usize,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            max_concurrent_streams: 128,
+            max_header_list_size: 32 * 1024,
+            initial_window_size: 1024 * 1024,
+            max_pending_reset_streams: 20,
+            max_local_error_resets: 1024,
+        }
+    }
 }
 
 impl Default for HttpSettings {
@@ -162,6 +198,7 @@ impl Default for HttpSettings {
             server_version: true,
             log_route: false,
             mime_types: MimeTypes::default(),
+            http2: Http2Settings::default(),
         }
     }
 }

@@ -56,6 +56,8 @@ enum Var {
     Uri,
     Host,
     Method,
+    /// `http` or `https`, from the listener (or a trusted proxy's `forwarded` protocol).
+    Scheme,
     RequestUri,
     RequestLine,
     RemoteAddr,
@@ -176,6 +178,7 @@ fn resolve(name: &str) -> Option<Var> {
         "uri" => Var::Uri,
         "host" => Var::Host,
         "method" => Var::Method,
+        "scheme" => Var::Scheme,
         "request_uri" => Var::RequestUri,
         "request_line" => Var::RequestLine,
         "remote_addr" => Var::RemoteAddr,
@@ -228,6 +231,7 @@ impl Var {
             Var::Uri => Cow::Borrowed(req.path.as_str()),
             Var::Host => Cow::Borrowed(normalized_host(&req.host)),
             Var::Method => Cow::Borrowed(req.method.as_str()),
+            Var::Scheme => Cow::Borrowed(req.scheme),
             Var::RequestUri => Cow::Borrowed(req.request_uri.as_str()),
             Var::RequestLine => Cow::Owned(format!(
                 "{} {} {}",

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::routes::compile_pass;
-use crate::config::walk::{integer, known_keys, object};
+use crate::config::walk::{boolean, integer, known_keys, object};
 use crate::config::{ConfigError, JsonPath};
 use crate::forwarded::Forwarded;
 use crate::snapshot::{ListenAddr, Listener, Pass};
+use crate::tls::{Certificates, ListenerTls};
 
 /// One listener as compiled, before its `pass` is checked against the rest of the document.
 pub struct Compiled1 {
@@ -18,6 +19,8 @@ pub struct Compiled1 {
     pub pass: Pass,
     pub backlog: i32,
     pub forwarded: Option<Forwarded>,
+    pub tls: Option<ListenerTls>,
+    pub h2c: bool,
 }
 
 /// Listeners as compiled, still keyed by the user's names so passes can be checked with their paths.
@@ -36,6 +39,8 @@ impl Compiled {
                     pass: l.pass,
                     backlog: l.backlog,
                     forwarded: l.forwarded,
+                    tls: l.tls,
+                    h2c: l.h2c,
                 };
                 (l.addr, listener)
             })
@@ -43,7 +48,11 @@ impl Compiled {
     }
 }
 
-pub fn compile(v: &Value, path: &JsonPath) -> Result<Compiled, ConfigError> {
+pub fn compile(
+    v: &Value,
+    path: &JsonPath,
+    certificates: &Certificates,
+) -> Result<Compiled, ConfigError> {
     let mut out = Compiled::default();
     let mut seen: BTreeMap<ListenAddr, String> = BTreeMap::new();
     for (name, listener) in object(v, path)? {
@@ -52,7 +61,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<Compiled, ConfigError> {
         if let Some(other) = seen.insert(addr.clone(), name.clone()) {
             return Err(lpath.error(format!("the same address as listener \"{other}\"")));
         }
-        let compiled = compile_listener(addr, listener, &lpath)?;
+        let compiled = compile_listener(addr, listener, &lpath, certificates)?;
         out.by_name.insert(name.clone(), compiled);
     }
     Ok(out)
@@ -62,9 +71,14 @@ fn compile_listener(
     addr: ListenAddr,
     v: &Value,
     path: &JsonPath,
+    certificates: &Certificates,
 ) -> Result<Compiled1, ConfigError> {
     let map = object(v, path)?;
-    known_keys(map, &["pass", "backlog", "forwarded", "client_ip"], path)?;
+    known_keys(
+        map,
+        &["pass", "backlog", "forwarded", "client_ip", "tls", "h2c"],
+        path,
+    )?;
     let pass = map
         .get("pass")
         .ok_or_else(|| path.error("a listener needs a \"pass\""))?;
@@ -83,11 +97,26 @@ fn compile_listener(
         (None, Some(c)) => Some(legacy_client_ip(c, &path.key("client_ip"))?),
         (None, None) => None,
     };
+    let tls = match map.get("tls") {
+        Some(t) => Some(crate::tls::compile(t, &path.key("tls"), certificates)?),
+        None => None,
+    };
+    let h2c = match map.get("h2c") {
+        Some(h) => boolean(h, &path.key("h2c"))?,
+        None => false,
+    };
+    if h2c && tls.is_some() {
+        return Err(path
+            .key("h2c")
+            .error("a TLS listener negotiates HTTP/2 by ALPN; \"h2c\" is for plain listeners"));
+    }
     Ok(Compiled1 {
         addr,
         pass,
         backlog,
         forwarded,
+        tls,
+        h2c,
     })
 }
 

@@ -20,6 +20,7 @@ use crate::config::walk::{known_keys, object};
 use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::Snapshot;
 use crate::supervisor::conf::AppConf;
+use crate::tls::Certificates;
 use crate::upstream::conf::UpstreamConf;
 
 const SECTIONS: &[&str] = &[
@@ -31,8 +32,13 @@ const SECTIONS: &[&str] = &[
     "access_log",
 ];
 
-/// Compiles a whole configuration document.
+/// Compiles a whole configuration document against an empty certificate store.
 pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
+    compile_with(doc, &Certificates::default())
+}
+
+/// Compiles a whole configuration document; TLS listeners take their bundles from `certificates`.
+pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot, ConfigError> {
     let root = JsonPath::root();
     let top = object(doc, &root)?;
     known_keys(top, SECTIONS, &root)?;
@@ -44,7 +50,7 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
         None => (HashMap::new(), Vec::new()),
     };
     let listeners = match top.get("listeners") {
-        Some(v) => listeners::compile(v, &root.key("listeners"))?,
+        Some(v) => listeners::compile(v, &root.key("listeners"), certificates)?,
         None => Default::default(),
     };
     let settings = match top.get("settings") {

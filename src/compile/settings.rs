@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::config::walk::{boolean, integer, known_keys, object, seconds, string};
 use crate::config::{ConfigError, JsonPath};
 use crate::share::MimeTypes;
-use crate::snapshot::{AccessLog, HttpSettings};
+use crate::snapshot::{AccessLog, Http2Settings, HttpSettings};
 use crate::vars::Template;
 
 /// Unit's default access log format (the Combined Log Format).
@@ -21,6 +21,7 @@ const HTTP_KEYS: &[&str] = &[
     "discard_unsafe_fields",
     "server_version",
     "log_route",
+    "http2",
 ];
 
 pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> {
@@ -45,6 +46,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> 
             "server_version" => out.server_version = boolean(value, &p)?,
             "log_route" => out.log_route = boolean(value, &p)?,
             "static" => out.mime_types = static_settings(value, &p)?,
+            "http2" => out.http2 = http2(value, &p)?,
             _ => unreachable!("known_keys checked the key"),
         }
     }
@@ -58,6 +60,47 @@ fn static_settings(v: &Value, path: &JsonPath) -> Result<MimeTypes, ConfigError>
         Some(m) => MimeTypes::compile(m, &path.key("mime_types")),
         None => Ok(MimeTypes::default()),
     }
+}
+
+/// `settings.http.http2`, rein's: the limits one HTTP/2 client meets.
+fn http2(v: &Value, path: &JsonPath) -> Result<Http2Settings, ConfigError> {
+    let map = object(v, path)?;
+    known_keys(
+        map,
+        &[
+            "max_concurrent_streams",
+            "max_header_list_size",
+            "initial_window_size",
+            "max_pending_reset_streams",
+        ],
+        path,
+    )?;
+    let mut out = Http2Settings::default();
+    let u32_at = |key: &str, min: u64, max: u64| -> Result<Option<u32>, ConfigError> {
+        let Some(v) = map.get(key) else {
+            return Ok(None);
+        };
+        let p = path.key(key);
+        let n = integer(v, &p, max)?;
+        if n < min {
+            return Err(p.error(format!("must be at least {min}")));
+        }
+        Ok(Some(n as u32))
+    };
+    if let Some(n) = u32_at("max_concurrent_streams", 1, 65_535)? {
+        out.max_concurrent_streams = n;
+    }
+    if let Some(n) = u32_at("max_header_list_size", 1024, 16 * 1024 * 1024)? {
+        out.max_header_list_size = n;
+    }
+    // RFC 9113 §6.5.2: a window is at least 65,535 and at most 2^31 - 1.
+    if let Some(n) = u32_at("initial_window_size", 65_535, (1 << 31) - 1)? {
+        out.initial_window_size = n;
+    }
+    if let Some(n) = u32_at("max_pending_reset_streams", 1, 10_000)? {
+        out.max_pending_reset_streams = n as usize;
+    }
+    Ok(out)
 }
 
 /// `access_log`: a path, or `{"path": ..., "format": ..., "if": ...}`.

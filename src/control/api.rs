@@ -23,6 +23,7 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
     };
     match (section.as_str(), req.method()) {
         ("config", _) => config(req, &rest, engine).await,
+        ("certificates", _) => super::certificates::handle(req, &rest, engine).await,
         ("control", &Method::GET) => control(&rest, engine).await,
         ("status", &Method::GET) => status(&rest, engine).await,
         ("", &Method::GET) => {
@@ -171,7 +172,7 @@ async fn status_json(engine: &Engine) -> Value {
     doc
 }
 
-fn edit_error(e: EditError) -> Response<Body> {
+pub(super) fn edit_error(e: EditError) -> Response<Body> {
     match e {
         EditError::NotFound => fail(StatusCode::NOT_FOUND, "Value doesn't exist.", None),
         EditError::Invalid(detail) => {
@@ -213,7 +214,7 @@ fn e_stale(current: &str) -> String {
     format!("The configuration changed since it was read; its ETag is now {current}.")
 }
 
-fn fail(status: StatusCode, error: &str, detail: Option<String>) -> Response<Body> {
+pub(super) fn fail(status: StatusCode, error: &str, detail: Option<String>) -> Response<Body> {
     let mut doc = json!({"error": error});
     if let Some(d) = detail {
         doc["detail"] = Value::String(d);
@@ -221,7 +222,7 @@ fn fail(status: StatusCode, error: &str, detail: Option<String>) -> Response<Bod
     answer(status, &doc)
 }
 
-fn answer(status: StatusCode, doc: &Value) -> Response<Body> {
+pub(super) fn answer(status: StatusCode, doc: &Value) -> Response<Body> {
     let mut text = serde_json::to_vec_pretty(doc).unwrap_or_default();
     text.push(b'\n');
     let mut r = Response::new(body::full(text));

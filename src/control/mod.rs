@@ -2,6 +2,7 @@
 //! TCP address.
 
 mod api;
+mod certificates;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,23 +1,44 @@
-//! One client connection: HTTP/1.1 with keep-alive and pipelining through hyper, Unit's timeouts around the
-//! socket, and a graceful end when its listener goes away or rein stops.
+//! One client connection: TLS when its listener has it, then HTTP/1.1 (keep-alive, pipelining, upgrades) or
+//! HTTP/2 (chosen by ALPN, or by the client's preface on an `h2c` listener) through hyper, Unit's timeouts
+//! around the socket, and a graceful end when its listener goes away or rein stops.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts};
-use crate::snapshot::ListenAddr;
+use crate::snapshot::{Http2Settings, ListenAddr};
 
 /// The largest request head accepted (request line and all fields); a larger one is answered with 431.
 const MAX_HEAD: usize = 32 * 1024;
+
+/// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
+const MAX_WINDOW: u32 = (1 << 31) - 1;
+
+/// Runs a hyper connection to its end; when `stop` fires, lets it finish the requests it has and close. A
+/// macro rather than a function: the three connection types share `graceful_shutdown` by name only.
+macro_rules! drive {
+    ($conn:expr, $stop:expr) => {{
+        let conn = $conn;
+        tokio::pin!(conn);
+        let ended: Result<(), Box<dyn std::error::Error + Send + Sync>> = tokio::select! {
+            r = conn.as_mut() => r.map_err(Into::into),
+            _ = $stop.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await.map_err(Into::into)
+            }
+        };
+        ended
+    }};
+}
 
 /// What a request needs to know about the connection it came on.
 #[derive(Debug)]
@@ -25,31 +46,117 @@ pub struct ConnInfo {
     pub listener: ListenAddr,
     pub remote: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
+    /// `https` on a TLS listener, else `http`.
+    pub scheme: &'static str,
     pub state: Arc<ConnState>,
 }
 
-impl ConnInfo {
-    pub fn new(
-        listener: ListenAddr,
-        remote: Option<SocketAddr>,
-        local: Option<SocketAddr>,
-    ) -> Arc<Self> {
-        Arc::new(ConnInfo {
-            listener,
-            remote,
-            local,
-            state: Arc::default(),
-        })
-    }
+/// The protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    Http2,
+    /// HTTP/2 if the client opens with its preface, else HTTP/1.1 (an `h2c` listener).
+    Either,
 }
 
-pub async fn serve<S>(io: S, info: Arc<ConnInfo>, shared: Arc<Shared>, stop: CancellationToken)
-where
+/// The peer addresses of an accepted connection.
+pub struct Peer {
+    pub remote: Option<SocketAddr>,
+    pub local: Option<SocketAddr>,
+}
+
+/// Serves a connection accepted on `listener`: with TLS if the snapshot current now says so.
+pub async fn start<S>(
+    io: S,
+    listener: ListenAddr,
+    peer: Peer,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (tls, h2c, timeouts, http2) = {
+        let current = shared.current.load();
+        let settings = &current.snapshot.settings;
+        let l = current.snapshot.listeners.get(&listener);
+        (
+            l.and_then(|l| l.tls.as_ref().map(|t| t.config.clone())),
+            l.is_some_and(|l| l.h2c),
+            Timeouts::from(settings),
+            settings.http2.clone(),
+        )
+    };
+    let info = |scheme| ConnInfo {
+        listener: listener.clone(),
+        remote: peer.remote,
+        local: peer.local,
+        scheme,
+        state: Arc::default(),
+    };
+    let Some(config) = tls else {
+        let protocol = if h2c {
+            Protocol::Either
+        } else {
+            Protocol::Http1
+        };
+        return serve(
+            io,
+            Arc::new(info("http")),
+            protocol,
+            timeouts,
+            http2,
+            shared,
+            stop,
+        )
+        .await;
+    };
+    shared.counters.connection_opened();
+    let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
+    let stream = match tokio::time::timeout(timeouts.header, handshake).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
+            shared.counters.connection_closed();
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(remote = ?peer.remote, "TLS handshake timed out");
+            shared.counters.connection_closed();
+            return;
+        }
+    };
+    shared.counters.connection_closed();
+    let protocol = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    serve(
+        stream,
+        Arc::new(info("https")),
+        protocol,
+        timeouts,
+        http2,
+        shared,
+        stop,
+    )
+    .await;
+}
+
+async fn serve<S>(
+    io: S,
+    info: Arc<ConnInfo>,
+    protocol: Protocol,
+    timeouts: Timeouts,
+    http2: Http2Settings,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     // Timeouts are those in force when the connection arrived, as in Unit.
-    let timeouts = Timeouts::from(&shared.current.load().snapshot.settings);
-    let io = TimedIo::new(io, info.state.clone(), timeouts);
+    let multiplexed = protocol != Protocol::Http1;
+    let io = TimedIo::new(io, info.state.clone(), timeouts, multiplexed);
     shared.counters.connection_opened();
     let svc = {
         let shared = shared.clone();
@@ -59,17 +166,26 @@ where
             async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) }
         })
     };
-    let conn = http1::Builder::new()
-        .keep_alive(true)
-        .max_header_size(MAX_HEAD)
-        .serve_connection(TokioIo::new(io), svc)
-        .with_upgrades();
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
+    let io = TokioIo::new(io);
+    let result = match protocol {
+        Protocol::Http1 => {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .max_header_size(MAX_HEAD)
+                .serve_connection(io, svc)
+                .with_upgrades();
+            drive!(conn, stop)
+        }
+        Protocol::Http2 => {
+            let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            configure_http2(&mut builder, &http2);
+            drive!(builder.serve_connection(io, svc), stop)
+        }
+        Protocol::Either => {
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http1().keep_alive(true).max_buf_size(MAX_HEAD);
+            configure_http2(&mut builder.http2(), &http2);
+            drive!(builder.serve_connection_with_upgrades(io, svc), stop)
         }
     };
     if let Err(e) = result {
@@ -77,3 +193,35 @@ where
     }
     shared.counters.connection_closed();
 }
+
+/// The limits of `settings.http.http2`, which bound what one client can make rein hold: streams at once, the
+/// header list, flow-control windows, and streams the client resets before rein answers them (the "rapid
+/// reset" flood) or makes rein reset for its errors.
+fn configure_http2<B: Http2Knobs>(builder: &mut B, s: &Http2Settings) {
+    builder.apply(s);
+}
+
+trait Http2Knobs {
+    fn apply(&mut self, s: &Http2Settings);
+}
+
+macro_rules! http2_knobs {
+    ($t:ty) => {
+        impl Http2Knobs for $t {
+            fn apply(&mut self, s: &Http2Settings) {
+                self.timer(TokioTimer::new())
+                    .max_concurrent_streams(s.max_concurrent_streams)
+                    .max_header_list_size(s.max_header_list_size)
+                    .initial_stream_window_size(s.initial_window_size)
+                    .initial_connection_window_size(
+                        s.initial_window_size.saturating_mul(4).min(MAX_WINDOW),
+                    )
+                    .max_pending_accept_reset_streams(s.max_pending_reset_streams)
+                    .max_local_error_reset_streams(Some(s.max_local_error_resets));
+            }
+        }
+    };
+}
+
+http2_knobs!(hyper::server::conn::http2::Builder<TokioExecutor>);
+http2_knobs!(auto::Http2Builder<'_, TokioExecutor>);

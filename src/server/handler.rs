@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 
 use super::conn::ConnInfo;
-use super::tracked::Tracked;
+use super::tracked::{Books, Tracked};
 use super::validate;
 use super::{Published, Shared, actions};
 use crate::body::Body;
@@ -24,13 +24,12 @@ pub async fn handle(
 ) -> Response<Body> {
     let started = Instant::now();
     let wall = SystemTime::now();
-    info.state.begin_request();
-    shared.counters.request_started();
+    let books = Books::open(&info.state, &shared);
     let published = shared.current.load_full();
     let (mut parts, body) = req.into_parts();
     let checked = validate::check(&parts);
     let (mut request, target_error) =
-        RequestInfo::from_parts(&mut parts, "http", info.remote, info.local);
+        RequestInfo::from_parts(&mut parts, info.scheme, info.remote, info.local);
     let response = match (checked, target_error) {
         (Err((status, why)), _) => {
             tracing::debug!(%status, why, "rejected request");
@@ -45,7 +44,7 @@ pub async fn handle(
             route(&published, &mut request, body, upgrade, &info).await
         }
     };
-    finish(response, request, &published, &info, &shared, started, wall)
+    finish(response, request, &published, books, started, wall)
 }
 
 async fn route(
@@ -103,8 +102,7 @@ fn finish(
     mut response: Response<Body>,
     request: RequestInfo,
     published: &Arc<Published>,
-    info: &Arc<ConnInfo>,
-    shared: &Arc<Shared>,
+    books: Books,
     started: Instant,
     wall: SystemTime,
 ) -> Response<Body> {
@@ -129,6 +127,6 @@ fn finish(
             wall,
         });
     let (parts, body) = response.into_parts();
-    let body = Tracked::new(body, info.state.clone(), shared.clone(), log);
+    let body = Tracked::new(body, books, log);
     Response::from_parts(parts, Body::new(body))
 }

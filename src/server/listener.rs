@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Shared;
-use super::conn::{self, ConnInfo};
+use super::conn::{self, Peer};
 use crate::snapshot::ListenAddr;
 use crate::workers;
 
@@ -121,13 +121,13 @@ pub async fn accept_loop(
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
-            r = accept(&bound, &addr) => r,
+            r = accept(&bound) => r,
         };
         match accepted {
-            Ok((io, info)) => {
+            Ok((io, peer)) => {
                 let placed = workers::place();
                 let worker = workers::handle(placed.worker());
-                let task = serve(io, info, shared.clone(), stop.clone(), placed);
+                let task = serve(io, addr.clone(), peer, shared.clone(), stop.clone(), placed);
                 match worker {
                     Some(handle) => drop(conns.spawn_on(task, handle)),
                     None => drop(conns.spawn(task)),
@@ -145,18 +145,18 @@ pub async fn accept_loop(
 /// Serves a connection on the worker it was placed on, its socket registered with that worker's reactor.
 async fn serve(
     io: Stream,
-    info: Arc<ConnInfo>,
+    addr: ListenAddr,
+    peer: Peer,
     shared: Arc<Shared>,
     stop: CancellationToken,
     _placed: workers::Placed,
 ) {
-    let registered =
-        match io {
-            Stream::Tcp(s) => tokio::net::TcpStream::from_std(s)
-                .map(|s| conn::serve(s, info, shared, stop).boxed()),
-            Stream::Unix(s) => tokio::net::UnixStream::from_std(s)
-                .map(|s| conn::serve(s, info, shared, stop).boxed()),
-        };
+    let registered = match io {
+        Stream::Tcp(s) => tokio::net::TcpStream::from_std(s)
+            .map(|s| conn::start(s, addr, peer, shared, stop).boxed()),
+        Stream::Unix(s) => tokio::net::UnixStream::from_std(s)
+            .map(|s| conn::start(s, addr, peer, shared, stop).boxed()),
+    };
     match registered {
         Ok(conn) => conn.await,
         Err(e) => tracing::warn!(error = %e, "cannot register a connection"),
@@ -174,20 +174,27 @@ enum Accepting {
     Unix(AsyncFd<std::os::unix::net::UnixListener>),
 }
 
-async fn accept(bound: &Accepting, addr: &ListenAddr) -> std::io::Result<(Stream, Arc<ConnInfo>)> {
+async fn accept(bound: &Accepting) -> std::io::Result<(Stream, Peer)> {
     match bound {
         Accepting::Tcp(l) => {
             let (s, remote) = accept_ready(l, |l| l.accept()).await?;
             s.set_nonblocking(true)?;
             let _ = s.set_nodelay(true);
             let local = s.local_addr().ok();
-            let info = ConnInfo::new(addr.clone(), Some(remote), local);
-            Ok((Stream::Tcp(s), info))
+            let peer = Peer {
+                remote: Some(remote),
+                local,
+            };
+            Ok((Stream::Tcp(s), peer))
         }
         Accepting::Unix(l) => {
             let (s, _) = accept_ready(l, |l| l.accept()).await?;
             s.set_nonblocking(true)?;
-            Ok((Stream::Unix(s), ConnInfo::new(addr.clone(), None, None)))
+            let peer = Peer {
+                remote: None,
+                local: None,
+            };
+            Ok((Stream::Unix(s), peer))
         }
     }
 }

@@ -12,7 +12,8 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,7 +32,8 @@ const REQUEST_TIMEOUT: &[u8] =
 /// Where a connection stands, shared between the handler (which writes it) and [`TimedIo`] (which reads it).
 #[derive(Debug, Default)]
 pub struct ConnState {
-    in_request: AtomicBool,
+    /// Requests in progress: at most one on HTTP/1.1, any number of streams on HTTP/2.
+    active: AtomicU32,
     reading_body: AtomicBool,
     /// Bumped at each request start and end, so the socket wrapper notices a new phase.
     epoch: AtomicU64,
@@ -41,15 +43,18 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    pub fn begin_request(&self) {
-        self.in_request.store(true, Ordering::Release);
+    /// A request starts; it ends when the returned guard is dropped, however the request ends (answered,
+    /// or its stream reset by the client).
+    pub fn begin_request(self: &Arc<Self>) -> InRequest {
+        self.active.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.reader.wake();
+        InRequest(self.clone())
     }
 
-    pub fn end_request(&self) {
+    fn end_request(&self) {
         self.reading_body.store(false, Ordering::Release);
-        self.in_request.store(false, Ordering::Release);
+        self.active.fetch_sub(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.reader.wake();
     }
@@ -58,6 +63,16 @@ impl ConnState {
     pub fn reading_body(&self, on: bool) {
         self.reading_body.store(on, Ordering::Release);
         self.reader.wake();
+    }
+}
+
+/// A request in progress on its connection.
+#[derive(Debug)]
+pub struct InRequest(Arc<ConnState>);
+
+impl Drop for InRequest {
+    fn drop(&mut self) {
+        self.0.end_request();
     }
 }
 
@@ -100,6 +115,9 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     peer_closed: bool,
     state: std::sync::Arc<ConnState>,
     timeouts: Timeouts,
+    /// HTTP/2: many requests share the socket, so no one request's phase is the connection's. The socket
+    /// then has only an idle deadline (no request in progress), and a timeout never writes an HTTP/1 answer.
+    multiplexed: bool,
     phase: Phase,
     seen_epoch: u64,
     /// The read deadline of the current phase, fixed when a read first has to wait in it: a phase that never
@@ -111,7 +129,12 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
-    pub fn new(inner: S, state: std::sync::Arc<ConnState>, timeouts: Timeouts) -> Self {
+    pub fn new(
+        inner: S,
+        state: std::sync::Arc<ConnState>,
+        timeouts: Timeouts,
+        multiplexed: bool,
+    ) -> Self {
         // A fresh connection gets the header timeout to send its first request, closed quietly if silent.
         let first = Instant::now() + timeouts.header;
         TimedIo {
@@ -119,6 +142,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             peer_closed: false,
             state,
             timeouts,
+            multiplexed,
             phase: Phase::Idle,
             seen_epoch: 0,
             read_deadline: Some(first),
@@ -161,8 +185,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
     /// Follows the handler's view of the connection into the read phase and its deadline.
     fn sync_phase(&mut self) {
         let epoch = self.state.epoch.load(Ordering::Acquire);
-        let phase = if self.state.in_request.load(Ordering::Acquire) {
-            if self.state.reading_body.load(Ordering::Acquire) {
+        let phase = if self.state.active.load(Ordering::Acquire) > 0 {
+            if !self.multiplexed && self.state.reading_body.load(Ordering::Acquire) {
                 Phase::Body
             } else {
                 Phase::Quiet
@@ -184,6 +208,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
 
     fn on_bytes(&mut self) {
         match self.phase {
+            // HTTP/2 control frames (PING, SETTINGS, WINDOW_UPDATE) arrive between requests: they neither start
+            // a request head nor extend the idle deadline.
+            Phase::Idle if self.multiplexed => {}
             Phase::Idle => {
                 self.phase = Phase::Header;
                 self.rearm_read();
@@ -224,7 +251,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
             Phase::Idle => Poll::Ready(Ok(())),
             Phase::Header => {
                 // Best effort: the client may not be reading either.
-                let _ = this.io().poll_write(cx, REQUEST_TIMEOUT);
+                if !this.multiplexed {
+                    let _ = this.io().poll_write(cx, REQUEST_TIMEOUT);
+                }
                 Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "header_read_timeout",

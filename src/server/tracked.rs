@@ -11,7 +11,7 @@ use http::HeaderMap;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
 use super::access_log::Sink;
-use super::timeouts::ConnState;
+use super::timeouts::{ConnState, InRequest};
 use super::{Published, Shared};
 use crate::body::Body;
 use crate::request::RequestInfo;
@@ -28,25 +28,41 @@ pub struct LogEntry {
     pub wall: SystemTime,
 }
 
+/// A request counted as in progress, on its connection and in the counters, until dropped: with the response
+/// body once there is one, or with the handler if the client goes away first (an HTTP/2 stream reset).
+pub struct Books {
+    _request: InRequest,
+    shared: Arc<Shared>,
+}
+
+impl Books {
+    pub fn open(state: &Arc<ConnState>, shared: &Arc<Shared>) -> Books {
+        shared.counters.request_started();
+        Books {
+            _request: state.begin_request(),
+            shared: shared.clone(),
+        }
+    }
+}
+
+impl Drop for Books {
+    fn drop(&mut self) {
+        self.shared.counters.request_finished();
+    }
+}
+
 pub struct Tracked {
     inner: Body,
-    state: Arc<ConnState>,
-    shared: Arc<Shared>,
+    _books: Books,
     log: Option<Box<LogEntry>>,
     sent: u64,
 }
 
 impl Tracked {
-    pub fn new(
-        inner: Body,
-        state: Arc<ConnState>,
-        shared: Arc<Shared>,
-        log: Option<LogEntry>,
-    ) -> Self {
+    pub fn new(inner: Body, books: Books, log: Option<LogEntry>) -> Self {
         Tracked {
             inner,
-            state,
-            shared,
+            _books: books,
             log: log.map(Box::new),
             sent: 0,
         }
@@ -81,8 +97,6 @@ impl HttpBody for Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        self.state.end_request();
-        self.shared.counters.request_finished();
         if let Some(entry) = self.log.take() {
             write_log(*entry, self.sent);
         }

@@ -18,4 +18,5 @@ mod python_reload;
 mod reload;
 mod routing;
 mod share;
+mod tls;
 mod unit_compat;
