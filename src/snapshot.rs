@@ -154,6 +154,9 @@ pub struct HttpSettings {
     pub send_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_body_size: u64,
+    /// The lowest average rate, in bytes per second, at which a client may send a request body once
+    /// `body_read_timeout` has passed; 0 for none.
+    pub body_min_rate: u64,
     pub discard_unsafe_fields: bool,
     pub server_version: bool,
     pub log_route: bool,
@@ -194,6 +197,7 @@ impl Default for HttpSettings {
             send_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(180),
             max_body_size: 8 * 1024 * 1024,
+            body_min_rate: 256,
             discard_unsafe_fields: true,
             server_version: true,
             log_route: false,

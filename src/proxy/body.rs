@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
+use crate::server::RequestBody;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use hyper::body::Incoming;
 
 use crate::server::ConnState;
 use crate::upstream::Slot;
@@ -45,7 +45,7 @@ impl UploadWatch {
 
 /// The client's request body on its way upstream.
 pub struct Upload {
-    inner: Incoming,
+    inner: RequestBody,
     limit: u64,
     seen: u64,
     watch: Arc<UploadWatch>,
@@ -53,7 +53,7 @@ pub struct Upload {
 }
 
 impl Upload {
-    pub fn new(inner: Incoming, limit: u64, state: Arc<ConnState>) -> (Self, Arc<UploadWatch>) {
+    pub fn new(inner: RequestBody, limit: u64, state: Arc<ConnState>) -> (Self, Arc<UploadWatch>) {
         let watch = Arc::new(UploadWatch::default());
         state.reading_body(true);
         let upload = Upload {
@@ -86,7 +86,7 @@ impl HttpBody for Upload {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
-                let flag = match crate::server::is_timeout(&e) {
+                let flag = match e.is_timeout() {
                     true => &self.watch.client_timed_out,
                     false => &self.watch.client_failed,
                 };

@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
-use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
@@ -32,7 +31,7 @@ use retry::Failed;
 /// What the proxy needs from the request and its connection.
 pub struct Outgoing<'a> {
     pub request: &'a RequestInfo,
-    pub body: Option<Incoming>,
+    pub body: Option<crate::server::RequestBody>,
     pub upgrade: Option<OnUpgrade>,
     pub max_body_size: u64,
     pub state: &'a Arc<ConnState>,
@@ -80,7 +79,7 @@ async fn try_forward(
 
 /// The client's body on its way upstream, and what the proxy can see of it; `None` for an empty body.
 pub(crate) fn upload(
-    body: Option<Incoming>,
+    body: Option<crate::server::RequestBody>,
     max_body_size: u64,
     state: &Arc<ConnState>,
 ) -> (Option<Body>, Option<Arc<UploadWatch>>) {

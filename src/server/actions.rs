@@ -10,7 +10,6 @@ use std::pin::Pin;
 use http::{HeaderValue, Method, Response, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use std::sync::Arc;
 
@@ -49,7 +48,7 @@ enum Answer {
 pub struct Ctx<'a> {
     pub published: &'a Published,
     pub request: &'a mut RequestInfo,
-    pub body: Option<Incoming>,
+    pub body: Option<super::RequestBody>,
     /// The client side of a protocol upgrade, for a proxied WebSocket.
     pub upgrade: Option<OnUpgrade>,
     pub state: &'a Arc<ConnState>,
@@ -259,7 +258,7 @@ impl<'a> Ctx<'a> {
                         break Err(StatusCode::PAYLOAD_TOO_LARGE);
                     }
                 }
-                Some(Err(e)) if is_timeout(&e) => break Err(StatusCode::REQUEST_TIMEOUT),
+                Some(Err(e)) if e.is_timeout() => break Err(StatusCode::REQUEST_TIMEOUT),
                 Some(Err(_)) => break Err(StatusCode::BAD_REQUEST),
             }
         };

@@ -48,6 +48,8 @@ pub struct ConnInfo {
     pub local: Option<SocketAddr>,
     /// `https` on a TLS listener, else `http`.
     pub scheme: &'static str,
+    /// HTTP/2 (or h2c, which may become HTTP/2): requests share the connection.
+    pub multiplexed: bool,
     pub state: Arc<ConnState>,
 }
 
@@ -87,11 +89,12 @@ pub async fn start<S>(
             settings.http2.clone(),
         )
     };
-    let info = |scheme| ConnInfo {
+    let info = |scheme, protocol| ConnInfo {
         listener: listener.clone(),
         remote: peer.remote,
         local: peer.local,
         scheme,
+        multiplexed: protocol != Protocol::Http1,
         state: Arc::default(),
     };
     let Some(config) = tls else {
@@ -102,7 +105,7 @@ pub async fn start<S>(
         };
         return serve(
             io,
-            Arc::new(info("http")),
+            Arc::new(info("http", protocol)),
             protocol,
             timeouts,
             http2,
@@ -111,29 +114,25 @@ pub async fn start<S>(
         )
         .await;
     };
-    shared.counters.connection_opened();
     let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
     let stream = match tokio::time::timeout(timeouts.header, handshake).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
-            shared.counters.connection_closed();
             return;
         }
         Err(_) => {
             tracing::debug!(remote = ?peer.remote, "TLS handshake timed out");
-            shared.counters.connection_closed();
             return;
         }
     };
-    shared.counters.connection_closed();
     let protocol = match stream.get_ref().1.alpn_protocol() {
         Some(b"h2") => Protocol::Http2,
         _ => Protocol::Http1,
     };
     serve(
         stream,
-        Arc::new(info("https")),
+        Arc::new(info("https", protocol)),
         protocol,
         timeouts,
         http2,
@@ -155,8 +154,7 @@ async fn serve<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     // Timeouts are those in force when the connection arrived, as in Unit.
-    let multiplexed = protocol != Protocol::Http1;
-    let io = TimedIo::new(io, info.state.clone(), timeouts, multiplexed);
+    let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
     let svc = {
         let shared = shared.clone();

@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 
 use super::conn::ConnInfo;
+use super::request_body::{BodyClock, RequestBody};
 use super::tracked::{Books, Tracked};
 use super::validate;
 use super::{Published, Shared, actions};
@@ -68,10 +69,15 @@ async fn route(
     if let Some(forwarded) = &listener.forwarded {
         forwarded.apply(request);
     }
+    let clock = BodyClock {
+        between_reads: info.multiplexed.then_some(settings.body_read_timeout),
+        min_rate: settings.body_min_rate,
+        grace: settings.body_read_timeout,
+    };
     let mut ctx = actions::Ctx {
         published,
         request,
-        body: Some(body),
+        body: Some(RequestBody::new(body, clock)),
         upgrade,
         state: &info.state,
     };

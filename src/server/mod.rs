@@ -9,6 +9,7 @@ mod actions;
 mod conn;
 mod handler;
 mod listener;
+mod request_body;
 mod status;
 mod timeouts;
 mod tracked;
@@ -28,7 +29,7 @@ use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::{ListenAddr, Snapshot};
 use crate::upstream::Upstreams;
 pub use actions::error as error_page;
-pub(crate) use actions::is_timeout;
+pub(crate) use request_body::RequestBody;
 pub use status::Counters;
 pub use timeouts::ConnState;
 

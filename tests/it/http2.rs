@@ -199,3 +199,92 @@ fn a_continuation_flood_is_cut_off_and_other_clients_are_served() {
     flood.join().unwrap();
     assert_eq!(curl(addr, "/ten.txt", &[]).0, "2 200");
 }
+
+/// curl uploading `size` bytes to `path` over HTTP/1.1 at `rate` bytes per second: the status it ends with.
+fn slow_upload_http1(addr: SocketAddr, path: &str, rate: u32, size: usize) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body");
+    std::fs::write(&body, vec![b'x'; size]).unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--http1.1"])
+        .args([
+            "--max-time",
+            &DEADLINE.as_secs().to_string(),
+            "--limit-rate",
+        ])
+        .arg(rate.to_string())
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .arg(format!("http://127.0.0.1:{}{path}", addr.port()))
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Node's HTTP/2 client POSTing `piece` bytes every `tick_ms` up to `total` (`stall`: one piece, then
+/// nothing): the status it got.
+fn slow_upload_http2(
+    addr: SocketAddr,
+    path: &str,
+    piece: u32,
+    tick_ms: u32,
+    total: u32,
+    stall: bool,
+) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/h2_upload.js");
+    let out = Command::new("node")
+        .arg(script)
+        .arg(format!("http://127.0.0.1:{}{path}", addr.port()))
+        .args([piece.to_string(), tick_ms.to_string(), total.to_string()])
+        .args(stall.then_some("stall"))
+        .output()
+        .expect("node");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn slow_body_settings(
+    rein: &Rein,
+    backend: &Backend,
+    read_timeout: u64,
+    min_rate: u64,
+) -> SocketAddr {
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "h2c": true}},
+        "routes": [{"action": {"proxy": format!("http://127.0.0.1:{}", backend.1)}}],
+        "settings": {"http": {"body_read_timeout": read_timeout, "body_min_rate": min_rate}},
+    }));
+    rein.bound("127.0.0.1:0")
+}
+
+#[test]
+fn a_body_trickled_below_the_minimum_rate_is_cut_off_on_both_protocols() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    // Each gap between reads stays well under body_read_timeout; only the rate gives the client away.
+    let addr = slow_body_settings(&rein, &backend, 3, 1000);
+    assert_eq!(slow_upload_http1(addr, "/count-upload", 200, 20_000), "408");
+    assert_eq!(
+        slow_upload_http2(addr, "/count-upload", 50, 250, 20_000, false),
+        "408"
+    );
+    // A body sent at a decent rate goes through.
+    assert_eq!(
+        slow_upload_http1(addr, "/count-upload", 1_000_000, 200_000),
+        "200"
+    );
+    assert_eq!(
+        slow_upload_http2(addr, "/count-upload", 20_000, 10, 200_000, false),
+        "200"
+    );
+}
+
+#[test]
+fn an_http2_body_that_stalls_gets_408() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    let addr = slow_body_settings(&rein, &backend, 1, 0);
+    assert_eq!(
+        slow_upload_http2(addr, "/count-upload", 10, 10, 1_000, true),
+        "408"
+    );
+}

@@ -1,0 +1,150 @@
+//! The client's request body with a clock of its own, carried with the request.
+//!
+//! On HTTP/1.1 the socket wrapper ([`super::timeouts`]) times the gaps between a body's reads, since one
+//! request owns the connection. On HTTP/2 many bodies share it, so each request's body keeps its own
+//! `body_read_timeout` between data frames here. On both, a body must also keep up a minimum average rate
+//! (`settings.http.body_min_rate`, after a grace period of one `body_read_timeout`): a client trickling one byte
+//! every few seconds would otherwise hold its request, and what it holds upstream, forever.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+
+/// Why a request body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error(transparent)]
+    Client(#[from] hyper::Error),
+    #[error("body_read_timeout: no data from the client")]
+    Stalled,
+    #[error("the client sends its body slower than body_min_rate")]
+    TooSlow,
+}
+
+impl BodyError {
+    /// A timeout of the client's (answered 408), rather than a broken body (400).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            BodyError::Client(e) => super::actions::is_timeout(e),
+            BodyError::Stalled | BodyError::TooSlow => true,
+        }
+    }
+}
+
+/// What a body's clock enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyClock {
+    /// The longest gap between data frames; `None` where the socket already times them (HTTP/1.1).
+    pub between_reads: Option<Duration>,
+    /// The lowest average rate in bytes per second once `grace` has passed; 0 for none.
+    pub min_rate: u64,
+    pub grace: Duration,
+}
+
+pub struct RequestBody {
+    inner: Incoming,
+    clock: BodyClock,
+    received: u64,
+    /// Time spent waiting on the client in earlier gaps: the rate counts only time the client had to send,
+    /// not time rein was not reading (an upstream slow to take the body).
+    waited: Duration,
+    /// When the current wait for data began; `None` while data flows.
+    wait_began: Option<Instant>,
+    /// Armed while a read waits: the earlier of the gap's end and the moment the rate falls short.
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl RequestBody {
+    pub fn new(inner: Incoming, clock: BodyClock) -> Self {
+        RequestBody {
+            inner,
+            clock,
+            received: 0,
+            waited: Duration::ZERO,
+            wait_began: None,
+            timer: None,
+        }
+    }
+
+    /// When, in the wait that began at `began`, the average rate falls below the minimum.
+    fn rate_deadline(&self, began: Instant) -> Option<Instant> {
+        if self.clock.min_rate == 0 {
+            return None;
+        }
+        let earned = Duration::from_secs_f64(self.received as f64 / self.clock.min_rate as f64);
+        Some(began + (self.clock.grace + earned).saturating_sub(self.waited))
+    }
+
+    fn deadline(&mut self, now: Instant) -> Option<(Instant, BodyError)> {
+        let began = *self.wait_began.get_or_insert(now);
+        let gap = self
+            .clock
+            .between_reads
+            .map(|d| (began + d, BodyError::Stalled));
+        let rate = self.rate_deadline(began).map(|at| (at, BodyError::TooSlow));
+        match (gap, rate) {
+            (Some(g), Some(r)) => Some(if g.0 <= r.0 { g } else { r }),
+            (one, other) => one.or(other),
+        }
+    }
+
+    /// Arms the timer for a read that has to wait; `Ready` with the error when it has run out.
+    fn poll_clock(&mut self, cx: &mut Context<'_>) -> Poll<BodyError> {
+        let now = Instant::now();
+        let Some((at, why)) = self.deadline(now) else {
+            return Poll::Pending;
+        };
+        let timer = match &mut self.timer {
+            Some(t) => {
+                if t.deadline() != at {
+                    t.as_mut().reset(at);
+                }
+                t
+            }
+            None => self.timer.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(why),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl HttpBody for RequestBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                self.received += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if let Some(began) = self.wait_began.take() {
+                    self.waited += began.elapsed();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.poll_clock(cx) {
+                Poll::Ready(why) => Poll::Ready(Some(Err(why))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
