@@ -27,5 +27,6 @@ pub mod snapshot;
 pub mod state;
 pub mod supervisor;
 pub mod upstream;
+pub(crate) mod uri_escape;
 pub mod vars;
 pub mod workers;

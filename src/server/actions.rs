@@ -26,6 +26,7 @@ use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
 use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
 use crate::upstream::Upstream;
+use crate::uri_escape;
 use crate::vars::VarContext;
 
 mod apps;
@@ -345,7 +346,9 @@ fn return_response(status: StatusCode, location: Option<String>) -> Response<Bod
         *r.status_mut() = status;
         r
     };
-    if let Some(loc) = location.and_then(|l| HeaderValue::try_from(l).ok()) {
+    // A decoded `$uri` can put CR LF or a space in the value: encoded, the field is always there and whole.
+    if let Some(loc) = location.and_then(|l| HeaderValue::try_from(&*uri_escape::location(&l)).ok())
+    {
         response.headers_mut().insert(header::LOCATION, loc);
     }
     response
