@@ -198,7 +198,7 @@ impl<'a> Ctx<'a> {
         let chroot = template.render(&self.vars());
         if !share::within_fixed_part(&chroot, template.fixed_prefix().len()) {
             tracing::debug!(
-                chroot,
+                chroot = ?chroot,
                 "share: the chroot climbs out of its template's fixed part"
             );
             return Err(StatusCode::FORBIDDEN);
@@ -228,7 +228,7 @@ impl<'a> Ctx<'a> {
             let file = path.render(&self.vars());
             if !share::within_fixed_part(&file, path.fixed_prefix().len()) {
                 tracing::debug!(
-                    file,
+                    file = ?file,
                     "share: the path climbs out of its template's fixed part"
                 );
                 last = StatusCode::FORBIDDEN;
