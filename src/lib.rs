@@ -28,5 +28,6 @@ pub mod state;
 pub mod supervisor;
 pub mod tls;
 pub mod upstream;
+pub(crate) mod uri_escape;
 pub mod vars;
 pub mod workers;

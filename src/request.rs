@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use http::{HeaderMap, Method, Version, request::Parts};
 use percent_encoding::percent_decode;
 
+use crate::uri_escape;
+
 /// Why a request target cannot be routed: both are a 400 to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
@@ -87,10 +89,15 @@ impl RequestInfo {
     }
 
     /// Replaces the target after a `rewrite`: the new value may carry its own query string.
+    ///
+    /// The value is a target as a client would send it, so a `%XX` in it is an encoding; bytes a request
+    /// line cannot carry (a space or CR LF from the decoded `$uri`, say) are percent-encoded first, so the
+    /// target sent upstream is the path asked for, never a different one.
     pub fn rewrite(&mut self, target: &str) -> Result<(), TargetError> {
-        let (raw_path, query) = match target.split_once('?') {
+        let encoded = uri_escape::request_target(target);
+        let (raw_path, query) = match encoded.split_once('?') {
             Some((p, q)) => (p, Some(q)),
-            None => (target, None),
+            None => (&*encoded, None),
         };
         self.path = normalize_path(raw_path)?;
         if let Some(q) = query {
@@ -284,6 +291,25 @@ mod tests {
         assert_eq!(info.headers["host"], "Evil.example:81");
         assert_eq!(info.host, "evil.example");
         assert_eq!(info.request_uri, "/x?q");
+    }
+
+    #[test]
+    fn a_rewrite_encodes_what_a_target_cannot_carry() {
+        let mut parts = http::Request::get("/a%20b%0D%0Ac")
+            .header("host", "h")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let (mut info, _) = RequestInfo::from_parts(&mut parts, "http", None, None);
+        assert_eq!(info.path, "/a b\r\nc");
+        let new = format!("/v1{}?q=x y", info.path);
+        info.rewrite(&new).unwrap();
+        assert_eq!(info.request_uri, "/v1/a%20b%0D%0Ac?q=x%20y");
+        assert_eq!(info.path, "/v1/a b\r\nc");
+        assert_eq!(info.query, "q=x%20y");
+        info.rewrite("/kept%2Fas/is").unwrap();
+        assert_eq!(info.request_uri, "/kept%2Fas/is?q=x%20y");
     }
 
     #[test]

@@ -116,6 +116,15 @@ impl Template {
         &self.source
     }
 
+    /// The text before the first variable (the whole string when there is none): the part of every
+    /// expansion that no request can change.
+    pub fn fixed_prefix(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Text(text)) => text,
+            Some(Part::Var(_)) | None => "",
+        }
+    }
+
     pub fn render(&self, ctx: &VarContext<'_>) -> String {
         if self.is_literal() {
             return self.source.clone();

@@ -41,6 +41,16 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
     }
 }
 
+/// Every `If-Match` field line as one list: RFC 9110 §5.3 lets a client split a list over several lines, so
+/// reading only the first would refuse a write whose current tag came in another. A value that is not text
+/// stays in the list as something no tag matches, rather than dropping the precondition.
+fn if_match(headers: &http::HeaderMap) -> Option<String> {
+    let mut lines = headers.get_all(header::IF_MATCH).iter().peekable();
+    lines.peek()?;
+    let values: Vec<&str> = lines.map(|v| v.to_str().unwrap_or("\0")).collect();
+    Some(values.join(", "))
+}
+
 async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response<Body> {
     let segs = match pointer::segments(rest) {
         Ok(s) => s,
@@ -58,11 +68,7 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
         q.split('&')
             .any(|p| p == "dry_run" || p == "dry_run=1" || p == "dry_run=true")
     });
-    let if_match = req
-        .headers()
-        .get(header::IF_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let if_match = if_match(req.headers());
     let opts = ChangeOptions {
         if_match: if_match.as_deref(),
         dry_run,

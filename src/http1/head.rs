@@ -1,6 +1,7 @@
 //! The heads of an exchange: the request's, encoded once per request and written as is on every attempt,
 //! and the response's, parsed with `httparse` and read for how its body is framed (RFC 9112 §6.3).
 
+use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -60,10 +61,17 @@ pub struct HeadWriter {
 }
 
 impl HeadWriter {
-    /// Starts a head for `target` (origin-form, as received: a target with a control character or a space
-    /// would split the request line, and is sent as `/`), with room for `fields` bytes of fields.
+    /// Starts a head for `target` (origin-form, as received), with room for `fields` bytes of fields. A
+    /// target with a control character or a space would split the request line: such bytes are
+    /// percent-encoded (the targets rein builds are encoded already; this holds for any caller).
     pub fn new(method: &Method, target: &str, fields: usize) -> HeadWriter {
-        let target = if is_safe_target(target) { target } else { "/" };
+        let target = if is_safe_target(target) {
+            Cow::Borrowed(target)
+        } else if target.is_empty() {
+            Cow::Borrowed("/")
+        } else {
+            crate::uri_escape::request_target(target)
+        };
         let mut out = BytesMut::with_capacity(method.as_str().len() + target.len() + fields + 64);
         out.put_slice(method.as_str().as_bytes());
         out.put_u8(b' ');
@@ -356,10 +364,16 @@ mod tests {
     }
 
     #[test]
-    fn a_target_that_would_split_the_request_line_goes_as_slash() {
-        for bad in ["/a b", "/a\r\nX: y", "", "/\u{e9}"] {
+    fn a_target_that_would_split_the_request_line_is_encoded() {
+        for (bad, sent) in [
+            ("/a b", "/a%20b"),
+            ("/a\r\nX: y", "/a%0D%0AX:%20y"),
+            ("", "/"),
+            ("/\u{e9}", "/%C3%A9"),
+        ] {
             let head = RequestHead::new(&Method::GET, bad, &HeaderMap::new(), false, false);
-            assert!(head.bytes().starts_with(b"GET / HTTP/1.1\r\n"), "{bad:?}");
+            let line = format!("GET {sent} HTTP/1.1\r\n");
+            assert!(head.bytes().starts_with(line.as_bytes()), "{bad:?}");
         }
     }
 

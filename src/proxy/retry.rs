@@ -188,6 +188,9 @@ pub(crate) async fn wait_for_server(
             }
             return Some(found);
         }
+        if upstream.exhausted(excluded) {
+            return None;
+        }
         if first_try && in_line.is_none() {
             in_line = Some(upstream.in_line());
         }

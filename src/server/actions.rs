@@ -5,6 +5,7 @@
 //! connection stays in step for the next request and body limits and timeouts apply to every request.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 
 use http::{HeaderValue, Method, Response, StatusCode, header};
@@ -24,6 +25,7 @@ use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
 use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
 use crate::upstream::Upstream;
+use crate::uri_escape;
 use crate::vars::VarContext;
 
 mod apps;
@@ -174,7 +176,41 @@ impl<'a> Ctx<'a> {
         if let Err(status) = self.drain().await {
             return Answer::Own(error(status));
         }
-        let chroot = share.chroot.as_ref().map(|c| c.render(&self.vars()).into());
+        let last = match self.chroot(share) {
+            Ok(chroot) => match self.share_paths(share, chroot).await {
+                Ok(response) => return Answer::Own(response),
+                Err(last) => last,
+            },
+            Err(refused) => refused,
+        };
+        match &share.fallback {
+            Some(fallback) => Answer::Delegated(self.act(fallback).await),
+            None => Answer::Own(error(last)),
+        }
+    }
+
+    /// The rendered `chroot`, or 403 when the request's variables made it climb out of its fixed part.
+    fn chroot(&self, share: &Share) -> Result<Option<PathBuf>, StatusCode> {
+        let Some(template) = &share.chroot else {
+            return Ok(None);
+        };
+        let chroot = template.render(&self.vars());
+        if !share::within_fixed_part(&chroot, template.fixed_prefix().len()) {
+            tracing::debug!(
+                chroot = ?chroot,
+                "share: the chroot climbs out of its template's fixed part"
+            );
+            return Err(StatusCode::FORBIDDEN);
+        }
+        Ok(Some(chroot.into()))
+    }
+
+    /// Tries the share's paths in order: the first file served, or the status of the last failure.
+    async fn share_paths(
+        &self,
+        share: &Share,
+        chroot: Option<PathBuf>,
+    ) -> Result<Response<Body>, StatusCode> {
         let opts = ShareOptions {
             index: share.index.clone(),
             chroot,
@@ -189,31 +225,29 @@ impl<'a> Ctx<'a> {
         let mut last = StatusCode::NOT_FOUND;
         for path in &share.paths {
             let file = path.render(&self.vars());
+            if !share::within_fixed_part(&file, path.fixed_prefix().len()) {
+                tracing::debug!(
+                    file = ?file,
+                    "share: the path climbs out of its template's fixed part"
+                );
+                last = StatusCode::FORBIDDEN;
+                continue;
+            }
             let req = &*self.request;
             let mime = &self.published.snapshot.settings.mime_types;
-            match share::serve(
-                &file,
-                &opts,
-                types,
-                mime,
-                &Target {
-                    method: &req.method,
-                    headers: &req.headers,
-                    uri_path: &req.path,
-                    query: &req.query,
-                },
-            )
-            .await
-            {
-                ShareOutcome::Served(response) => return Answer::Own(response),
+            let target = Target {
+                method: &req.method,
+                headers: &req.headers,
+                uri_path: &req.path,
+                query: &req.query,
+            };
+            match share::serve(&file, &opts, types, mime, &target).await {
+                ShareOutcome::Served(response) => return Ok(response),
                 ShareOutcome::NotFound => last = StatusCode::NOT_FOUND,
                 ShareOutcome::Forbidden => last = StatusCode::FORBIDDEN,
             }
         }
-        match &share.fallback {
-            Some(fallback) => Answer::Delegated(self.act(fallback).await),
-            None => Answer::Own(error(last)),
-        }
+        Err(last)
     }
 
     /// Forwards the request, body and all, to `upstream`.
@@ -311,7 +345,9 @@ fn return_response(status: StatusCode, location: Option<String>) -> Response<Bod
         *r.status_mut() = status;
         r
     };
-    if let Some(loc) = location.and_then(|l| HeaderValue::try_from(l).ok()) {
+    // A decoded `$uri` can put CR LF or a space in the value: encoded, the field is always there and whole.
+    if let Some(loc) = location.and_then(|l| HeaderValue::try_from(&*uri_escape::location(&l)).ok())
+    {
         response.headers_mut().insert(header::LOCATION, loc);
     }
     response

@@ -23,6 +23,16 @@ pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
     if headers.get(header::HOST).is_some_and(|h| !valid_host(h)) {
         return Err((StatusCode::BAD_REQUEST, "a Host that is not host[:port]"));
     }
+    if parts
+        .uri
+        .host()
+        .is_some_and(|h| !valid_host_name(h.as_bytes()))
+    {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "a target whose host is not a name or address",
+        ));
+    }
     if hosts == 0 && parts.version == Version::HTTP_11 {
         return Err((
             StatusCode::BAD_REQUEST,
@@ -53,17 +63,58 @@ fn valid_host(value: &http::HeaderValue) -> bool {
     if bytes.is_empty() {
         return true;
     }
-    let Ok(authority) = http::uri::Authority::try_from(bytes) else {
-        return false;
+    let (host, port) = match bytes.iter().position(|&b| b == b']') {
+        Some(end) if bytes[0] == b'[' => bytes.split_at(end + 1),
+        _ => match bytes.iter().position(|&b| b == b':') {
+            Some(colon) => bytes.split_at(colon),
+            None => (bytes, &b""[..]),
+        },
     };
-    // `Authority` also takes userinfo and a port of any characters: neither belongs in `Host`.
-    match authority.as_str().strip_prefix(authority.host()) {
-        Some("") => true,
-        Some(port) => port
-            .strip_prefix(':')
-            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit())),
-        None => false,
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(b":")
+            .is_some_and(|p| p.iter().all(u8::is_ascii_digit));
+    port_ok && valid_host_name(host)
+}
+
+/// An IP literal (`[...]`) or a registered name (RFC 3986 §3.2.2) made of non-empty dot-separated labels, one
+/// trailing dot allowed (`example.com.`; `$host` drops it). `$host` is pasted into `share` paths, so `.`,
+/// `..`, `...` (which would become `..` once its trailing dot is dropped), `a..b`, `/`, `\`, control bytes
+/// and percent-encodings (which a backend might decode into any of these) never get this far.
+fn valid_host_name(host: &[u8]) -> bool {
+    if let Some(literal) = host.strip_prefix(b"[") {
+        return literal.strip_suffix(b"]").is_some_and(valid_ip_literal);
     }
+    let name = host.strip_suffix(b".").unwrap_or(host);
+    !name.is_empty()
+        && name
+            .split(|&b| b == b'.')
+            .all(|label| !label.is_empty() && label.iter().all(|&b| is_name_byte(b)))
+}
+
+/// RFC 3986's `unreserved` and `sub-delims`, but not `%`.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-_~!$&'()*+,;=".contains(&b)
+}
+
+/// `IPv6address` or `IPvFuture` (`v` HEXDIG+ `.` (unreserved / sub-delims / `:`)+), between the brackets.
+fn valid_ip_literal(inner: &[u8]) -> bool {
+    if let Some(future) = inner
+        .strip_prefix(b"v")
+        .or_else(|| inner.strip_prefix(b"V"))
+    {
+        let Some(dot) = future.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        let (version, rest) = (&future[..dot], &future[dot + 1..]);
+        return !version.is_empty()
+            && version.iter().all(u8::is_ascii_hexdigit)
+            && !rest.is_empty()
+            && rest
+                .iter()
+                .all(|&b| is_name_byte(b) || b == b'.' || b == b':');
+    }
+    std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 fn only_chunked(headers: &HeaderMap) -> bool {
@@ -109,7 +160,10 @@ mod tests {
             check(&parts(http::Request::get("/"))).unwrap_err().0,
             StatusCode::BAD_REQUEST
         );
-        for bad in ["a b", "a/b", "user@a", "a:b", "a?b", "a#b"] {
+        for bad in [
+            "a b", "a/b", "user@a", "a:b", "a?b", "a#b", ".", "..", "...", "...:80", "a..b", ".a",
+            "a.b..", "a\\b", "%2e%2e", "a%2fb", ":80", "[::1", "[zz]", "[::1]x", "[v1.]", "a\tb",
+        ] {
             let req = http::Request::get("/").header("host", bad);
             let status = check(&parts(req)).map_err(|e| e.0);
             assert_eq!(status, Err(StatusCode::BAD_REQUEST), "{bad}");
@@ -120,6 +174,12 @@ mod tests {
             "[::1]:80",
             "127.0.0.1",
             "xn--bcher-kva.example",
+            "example.com.",
+            "example.com.:443",
+            "a:",
+            "under_score-and~tilde",
+            "[v1.fe80::a+en1]",
+            "[2001:db8::7]",
         ] {
             assert!(
                 check(&parts(http::Request::get("/").header("host", good))).is_ok(),
@@ -132,6 +192,26 @@ mod tests {
             .header("host", "a")
             .header("host", "b");
         assert_eq!(check(&parts(two)).unwrap_err().0, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn an_absolute_form_target_needs_a_valid_host_too() {
+        for bad in ["http://.../x", "http://a..b/x", "http://..:80/x"] {
+            let req = http::Request::get(bad).header("host", "a");
+            assert_eq!(
+                check(&parts(req)).unwrap_err().0,
+                StatusCode::BAD_REQUEST,
+                "{bad}"
+            );
+        }
+        for good in [
+            "http://a.example./x",
+            "http://[::1]:80/x",
+            "http://user@a/x",
+        ] {
+            let req = http::Request::get(good).header("host", "a");
+            assert!(check(&parts(req)).is_ok(), "{good}");
+        }
     }
 
     #[test]

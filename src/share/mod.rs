@@ -19,6 +19,7 @@
 
 mod cache;
 mod conditional;
+mod confine;
 mod encoding;
 mod lookup;
 pub mod mime;
@@ -41,6 +42,7 @@ use crate::body::Body;
 use lookup::Located;
 use resolve::Resolver;
 
+pub use confine::within_fixed_part;
 pub use mime::MimeTypes;
 
 /// How one `share` action opens files.

@@ -568,6 +568,7 @@ impl Runner {
             .iter()
             .map(|(id, i)| (*id, i.server.clone()))
             .collect();
+        self.upstream.set_errored(status.errored.is_some());
         if status.reloading && self.reload_base.is_none() {
             self.reload_base = Some(self.upstream.outcomes());
         }

@@ -256,6 +256,8 @@ pub struct Upstream {
     /// Whether the servers change at run time: a request that failed on every server may then wait for a new
     /// one; with fixed servers it would only wait for nothing.
     dynamic: bool,
+    /// An application's supervisor reports it errored (see [`Upstream::set_errored`]).
+    errored: AtomicBool,
     /// Requests answered by a server, and requests rein had to answer with an error (502/503/504).
     answered: AtomicU64,
     failed: AtomicU64,
@@ -287,6 +289,7 @@ impl Upstream {
         let upstream = Arc::new(Upstream {
             name: name.to_owned(),
             dynamic,
+            errored: AtomicBool::new(false),
             balancer: Mutex::new(Balancer::new(members.len())),
             members: ArcSwap::from_pointee(members),
             conf,
@@ -333,6 +336,15 @@ impl Upstream {
     pub fn set_members(&self, members: Vec<Member>) {
         self.members.store(Arc::new(members));
         self.changed.notify_waiters();
+    }
+
+    /// An application is errored (crashing over and over; its next retry is up to `restart.backoff_max`
+    /// away) or no longer: while it is and has no instance, a request gets its 503 at once rather than after
+    /// the whole `queue_timeout`, and requests already waiting get theirs now.
+    pub fn set_errored(&self, errored: bool) {
+        if self.errored.swap(errored, Ordering::SeqCst) != errored && errored {
+            self.changed.notify_waiters();
+        }
     }
 
     /// Whether `m` can take a request now (ignoring which servers this request already tried).
@@ -445,14 +457,16 @@ impl Upstream {
         self.line.join()
     }
 
-    /// Whether no server is left to try: fixed servers, every one of them already failed for this request.
+    /// Whether no server is left to try or to wait for: fixed servers, every one of them already failed for
+    /// this request; or an errored application without an instance.
     pub fn exhausted(&self, excluded: &[Arc<ServerState>]) -> bool {
-        !self.dynamic
-            && self
-                .members
-                .load()
-                .iter()
-                .all(|m| excluded.iter().any(|e| Arc::ptr_eq(e, &m.state)))
+        if self.dynamic {
+            return self.errored.load(Ordering::SeqCst) && self.members.load().is_empty();
+        }
+        self.members
+            .load()
+            .iter()
+            .all(|m| excluded.iter().any(|e| Arc::ptr_eq(e, &m.state)))
     }
 
     fn balance(&self, candidates: &[Candidate], client: Option<IpAddr>) -> Option<usize> {

@@ -236,3 +236,54 @@ fn every_lane_is_served_while_both_wait() {
         "requests served while a lane waited: {longest:?}"
     );
 }
+
+/// An application's upstream: its instances come and go, and requests wait up to an hour for one.
+fn app_upstream() -> Arc<Upstream> {
+    let mut conf = UpstreamConf::with_servers(Vec::new());
+    conf.queue_timeout = std::time::Duration::from_secs(3600);
+    Upstream::dynamic("applications/t", conf)
+}
+
+#[tokio::test]
+async fn an_errored_app_without_instances_is_answered_at_once() {
+    use futures_util::FutureExt;
+
+    use crate::proxy::retry::wait_for_server;
+
+    let upstream = app_upstream();
+    // A request that came while the app was still restarting waits for an instance...
+    let waiter = tokio::spawn({
+        let upstream = upstream.clone();
+        async move { wait_for_server(&upstream, None, &[], None).await.is_none() }
+    });
+    for _ in 0..1000 {
+        if upstream.queued() > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(upstream.queued(), 1, "the waiter is in line");
+    // ...until the app errs: then it has its answer, and so has every newcomer, without waiting.
+    upstream.set_errored(true);
+    let gave_up = tokio::time::timeout(std::time::Duration::from_secs(20), waiter).await;
+    assert!(gave_up.expect("the waiter was answered").expect("no panic"));
+    let newcomer = wait_for_server(&upstream, None, &[], None).now_or_never();
+    assert!(matches!(newcomer, Some(None)), "a newcomer waited");
+    // An instance up again (a retry, a reload) takes requests even before the app stops being errored.
+    let addr = ServerAddr::parse("127.0.0.1:9").expect("an address");
+    upstream.set_members(vec![Member {
+        weight: 1.0,
+        max_connections: None,
+        pipelining: false,
+        state: Arc::new(ServerState::new(addr)),
+    }]);
+    let found = wait_for_server(&upstream, None, &[], None).now_or_never();
+    assert!(
+        matches!(found, Some(Some(_))),
+        "the instance was not picked"
+    );
+    upstream.set_errored(false);
+    upstream.set_members(Vec::new());
+    let newcomer = wait_for_server(&upstream, None, &[], None).now_or_never();
+    assert!(newcomer.is_none(), "a restarting app is worth waiting for");
+}

@@ -100,6 +100,22 @@ fn literal_templates() {
 }
 
 #[test]
+fn the_fixed_prefix_ends_at_the_first_variable() {
+    let prefix = |s: &str| {
+        Template::compile(s, &path())
+            .expect("compiles")
+            .fixed_prefix()
+            .to_owned()
+    };
+    assert_eq!(prefix("/www/static/"), "/www/static/");
+    assert_eq!(prefix("/www/$host$uri"), "/www/");
+    assert_eq!(prefix("/www${uri}"), "/www");
+    assert_eq!(prefix("$host/x"), "");
+    assert_eq!(prefix("/a$dollar/b"), "/a");
+    assert_eq!(prefix(""), "");
+}
+
+#[test]
 fn request_variables() {
     assert_eq!(render("/www/$host$uri"), "/www/example.com/c");
     assert_eq!(render("$method ${method}_route"), "POST POST_route");

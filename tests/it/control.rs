@@ -265,6 +265,42 @@ fn etags_if_match_and_dry_runs() {
     );
 }
 
+/// RFC 9110 §13.1.1: `If-Match` is a list, in one field line or several; a write goes ahead when any member
+/// is the current tag (strong comparison: a weak `W/` tag never matches).
+#[test]
+fn if_match_takes_a_list_in_one_or_several_fields() {
+    let rein = Rein::start();
+    rein.serve(json!([{"action": {"return": 200}}]));
+    let current = || {
+        let (_, headers, _) = rein.api_raw("GET", "/config", None, &[]);
+        header(&headers, "etag")
+    };
+    let other = "\"0123456789abcdef\"";
+    let put = |code: u16, fields: &[(&str, &str)]| {
+        let body = code.to_string();
+        let path = "/config/routes/0/action/return";
+        let (s, _, answer) = rein.api_raw("PUT", path, Some(&body), fields);
+        (s, String::from_utf8_lossy(&answer).into_owned())
+    };
+    let tag = current();
+    let (s, body) = put(201, &[("If-Match", &format!("{other}, {tag}"))]);
+    assert_eq!(s, 200, "one field, current tag second: {body}");
+    let tag = current();
+    let (s, body) = put(202, &[("If-Match", other), ("If-Match", &tag)]);
+    assert_eq!(s, 200, "two fields, current tag in the second: {body}");
+    let tag = current();
+    let (s, body) = put(203, &[("If-Match", &format!("W/{tag}"))]);
+    assert_eq!(s, 412, "a weak tag: {body}");
+    let (s, body) = put(203, &[("If-Match", other), ("If-Match", other)]);
+    assert_eq!(s, 412, "no member matches: {body}");
+    let (s, body) = put(204, &[("If-Match", "*")]);
+    assert_eq!(s, 200, "`*`: {body}");
+    assert_eq!(
+        rein.api("GET", "/config/routes/0/action/return", None).1,
+        json!(204)
+    );
+}
+
 #[test]
 fn an_unchanged_document_is_a_no_op() {
     let rein = Rein::start();

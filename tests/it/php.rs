@@ -291,6 +291,23 @@ fn targets_pick_their_own_root_and_script() {
     );
 }
 
+/// A `rewrite` that puts the decoded `$uri` (a space, CR LF) into the target gives PHP a `REQUEST_URI` with
+/// those bytes percent-encoded, as a client would have sent them; `PATH_INFO` stays decoded.
+#[test]
+fn a_rewritten_request_uri_reaches_php_encoded() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        json!([
+            {"match": {"uri": "/in/*"}, "action": {"rewrite": "/env.php$uri", "pass": "applications/php"}}
+        ]),
+        json!({"applications": {"php": php_app(json!({"processes": 1}))}}),
+    );
+    let env = json_of(&get(addr, "/in/a%20b%0D%0Ac?x=1"));
+    assert_eq!(env["request_uri"], "/env.php/in/a%20b%0D%0Ac?x=1");
+    assert_eq!(env["path_info"], "/in/a b\r\nc");
+    assert_eq!(env["get"]["x"], "1");
+}
+
 #[test]
 fn bad_php_configurations_are_refused_naming_the_key() {
     let rein = Rein::start();

@@ -396,6 +396,15 @@ fn return_actions_and_variables() {
         r.header("location"),
         Some("u=/vars/x;h=mixed.case;ru=/vars/x;m=GET;a=;hd=;c=;d=$;b=x")
     );
+    // A decoded CR LF (or space) in `$uri` is percent-encoded: the `Location` field is there, and whole.
+    let r = c.get("/vars/a%0D%0ASet-Cookie:%20stolen=1", &[]);
+    assert_eq!((r.status, r.header("set-cookie")), (307, None), "{r:?}");
+    assert_eq!(
+        r.header("location"),
+        Some(
+            "u=/vars/a%0D%0ASet-Cookie:%20stolen=1;h=test;ru=/vars/a%0D%0ASet-Cookie:%20stolen=1;m=GET;a=;hd=;c=;d=$;b=x"
+        )
+    );
     // The connection survived a request with a body (rein read and discarded it).
     let r = c.get("/200", &[]);
     assert_eq!(r.status, 200);

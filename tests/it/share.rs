@@ -751,3 +751,139 @@ fn traverse_mounts_false_stays_on_the_chroot_mount() {
     assert_eq!(crate::harness::get(addr, "/on").status, 200);
     assert_eq!(crate::harness::get(addr, "/off").status, 403);
 }
+
+/// `vhosts/site/` holding `a.txt` and `sub/b.txt`, `vhosts/site/x?/` (a directory a raw query can name), and
+/// the secret two levels up, beside `vhosts`.
+fn vhosts_setup(rein: &Rein) -> PathBuf {
+    let d = rein.dir.path();
+    let vhosts = d.join("vhosts");
+    file(&vhosts, "site/a.txt", b"public");
+    file(&vhosts, "site/sub/b.txt", b"nested");
+    std::fs::create_dir_all(vhosts.join("site/x?")).unwrap();
+    file(d, "secret.txt", SECRET.as_bytes());
+    vhosts
+}
+
+/// A `Host` that is not a name or an address never reaches a template: `...` used to lose its trailing dot
+/// and become `..`, one directory above `"share": ".../vhosts/$host$uri"`.
+#[test]
+fn a_host_that_is_not_a_name_is_refused_before_any_share() {
+    let rein = Rein::start();
+    let vhosts = vhosts_setup(&rein);
+    let addr = rein.serve(json!([{"action": {"share": format!("{}/$host$uri", s(&vhosts))}}]));
+    let port = addr.port();
+    for host in [
+        "...".to_owned(),
+        format!("...:{port}"),
+        "..".to_owned(),
+        ".".to_owned(),
+        ".site".to_owned(),
+        "a..b".to_owned(),
+        "site\\..".to_owned(),
+        "%2e%2e".to_owned(),
+        ":80".to_owned(),
+    ] {
+        let r = raw(
+            addr,
+            &format!("GET /secret.txt HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        );
+        assert_eq!(r.status, 400, "Host: {host}: {r:?}");
+        assert!(
+            !r.text().contains(SECRET),
+            "Host: {host}: the secret leaked"
+        );
+    }
+    // The same hosts in an absolute-form target, whose host replaces the `Host` field.
+    for host in ["...", "..", "a..b"] {
+        let r = raw(
+            addr,
+            &format!("GET http://{host}/secret.txt HTTP/1.1\r\nHost: site\r\n\r\n"),
+        );
+        assert_eq!(r.status, 400, "target host {host}: {r:?}");
+        assert!(
+            !r.text().contains(SECRET),
+            "target host {host}: the secret leaked"
+        );
+    }
+    // Names, with a port or a trailing dot (dropped from `$host`), still reach their directory.
+    for host in ["site", "SITE:8080", "site."] {
+        let r = raw(
+            addr,
+            &format!("GET /a.txt HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        );
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "public"),
+            "Host: {host}"
+        );
+    }
+    let r = raw(
+        addr,
+        "GET http://site./sub/b.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "nested"));
+}
+
+/// Whatever the variable, a share's expanded path may not climb above the text before its first variable.
+#[test]
+fn share_variables_cannot_climb_out_of_the_fixed_part() {
+    let rein = Rein::start();
+    let vhosts = vhosts_setup(&rein);
+    let site = format!("{}/site", s(&vhosts));
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/arg"}, "action": {"share": format!("{site}/$arg_f")}},
+        {"match": {"uri": "/hdr"}, "action": {"share": format!("{site}/${{header_x_file}}")}},
+        {"match": {"uri": "/cookie"}, "action": {"share": format!("{site}/$cookie_f")}},
+        {"match": {"uri": "/partial"}, "action": {"share": format!("{site}/sub$arg_f")}},
+        {"match": {"uri": "/fb"}, "action": {"share": format!("{site}/$arg_f"), "fallback": {"return": 204}}},
+        {"match": {"uri": "/chroot"}, "action": {
+            "share": format!("{}/$arg_f", s(rein.dir.path())),
+            "chroot": format!("{}/$arg_root", s(&vhosts))
+        }},
+        {"action": {"share": format!("{site}$request_uri")}}
+    ]));
+    let mut c = Conn::open(addr);
+    let mut expect = |target: &str, headers: &[(&str, &str)], status: u16, body: Option<&str>| {
+        let r = c.get(target, headers);
+        assert_eq!(r.status, status, "{target} {headers:?}: {r:?}");
+        assert!(
+            !r.text().contains(SECRET),
+            "{target} {headers:?}: the secret leaked"
+        );
+        if let Some(b) = body {
+            assert_eq!(r.text(), b, "{target} {headers:?}");
+        }
+    };
+    // $arg_*: decoded from the query, so `%2e%2e%2f` is `../` too.
+    expect("/arg?f=a.txt", &[], 200, Some("public"));
+    expect("/arg?f=sub/../a.txt", &[], 200, Some("public"));
+    expect("/arg?f=../../secret.txt", &[], 403, None);
+    expect("/arg?f=%2e%2e/%2e%2e/secret.txt", &[], 403, None);
+    expect("/arg?f=%2E%2E%2F%2E%2E%2Fsecret.txt", &[], 403, None);
+    expect("/arg?f=sub/../../../secret.txt", &[], 403, None);
+    expect("/arg?f=..", &[], 403, None);
+    // $header_*
+    expect("/hdr", &[("X-File", "sub/b.txt")], 200, Some("nested"));
+    expect("/hdr", &[("X-File", "../../secret.txt")], 403, None);
+    // $cookie_*
+    expect("/cookie", &[("Cookie", "f=a.txt")], 200, Some("public"));
+    expect("/cookie", &[("Cookie", "f=../../secret.txt")], 403, None);
+    // A variable that continues a name (`sub$arg_f`) may not leave that name either.
+    expect("/partial?f=/b.txt", &[], 200, Some("nested"));
+    expect("/partial?f=/../a.txt", &[], 403, None);
+    // A refusal is a 403 like any other: the fallback applies.
+    expect("/fb?f=../../secret.txt", &[], 204, None);
+    // $request_uri, raw: its query can name directories (`x?`) and climb from them.
+    expect("/a.txt", &[], 200, Some("public"));
+    expect("/x?/../a.txt", &[], 200, Some("public"));
+    expect("/x?/../../../secret.txt", &[], 403, None);
+    // `chroot` templates obey the same rule: `$arg_root=..` would make the chroot the secret's directory.
+    expect(
+        "/chroot?root=site&f=vhosts/site/a.txt",
+        &[],
+        200,
+        Some("public"),
+    );
+    expect("/chroot?root=..&f=secret.txt", &[], 403, None);
+    expect("/chroot?root=site/../..&f=secret.txt", &[], 403, None);
+}

@@ -71,6 +71,37 @@ fn a_killed_instance_is_replaced() {
     assert_eq!(seen, now);
 }
 
+/// An errored application with no instance left has its next retry up to `backoff_max` away: a request is
+/// answered 503 at once, not after `queue_timeout` (here 30 s, the ready timeout, past the harness's deadline).
+#[test]
+fn a_request_to_an_errored_app_is_answered_503_at_once() {
+    let rein = Rein::start();
+    let flag = rein.dir.path().join("crash-flag");
+    std::fs::write(&flag, "").unwrap();
+    let addr = serve_one(
+        &rein,
+        "crashy",
+        app(
+            &app_file("crash.sh"),
+            &[],
+            json!({
+                "environment": {"PYTHON": python(), "CRASH_FLAG": flag},
+                "readiness": {"timeout": 30},
+                "restart": {"min_interval": 0.2, "backoff_max": 600, "max_failures": 2, "stable_after": 10},
+            }),
+        ),
+    );
+    wait_for("the app errored without instances", || {
+        let st = status(&rein, "crashy");
+        st["state"] == "errored" && st["instances"] == json!([])
+    });
+    for _ in 0..3 {
+        let r = Conn::open(addr).get("/", &[]);
+        assert_eq!(r.status, 503, "{r:?}");
+    }
+    assert_eq!(get(addr, "/keep").status, 204);
+}
+
 #[test]
 fn a_crash_loop_backs_off_then_errors_and_a_reload_clears_it() {
     let rein = Rein::start();

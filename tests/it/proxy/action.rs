@@ -127,6 +127,37 @@ fn x_forwarded_for_appends_to_every_prior_field() {
     );
 }
 
+/// A `rewrite` built from the decoded `$uri` can hold a space or CR LF: the target sent upstream is the same
+/// path with those bytes percent-encoded, never `/` or a split request line.
+#[test]
+fn a_rewritten_target_with_unsafe_bytes_goes_upstream_encoded() {
+    let rein = Rein::start();
+    let a = Backend::python("A", "0", &[]);
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/in/*"}, "action": {
+            "rewrite": "/headers$uri?q=$arg_q",
+            "proxy": format!("http://{}", a.addr())
+        }}
+    ]));
+    let mut c = Conn::open(addr);
+    for (target, sent) in [
+        ("/in/a%20b", "/headers/in/a%20b?q="),
+        (
+            "/in/a%0D%0AX-Injected:%201",
+            "/headers/in/a%0D%0AX-Injected:%201?q=",
+        ),
+        ("/in/caf%C3%A9?q=x%20y", "/headers/in/caf%C3%A9?q=x%20y"),
+        ("/in/h%23frag", "/headers/in/h%23frag?q="),
+        // Only what a request line cannot carry is encoded: a decoded `%` or `|` is sent as it is.
+        ("/in/kept%25?q=%7C", "/headers/in/kept%?q=|"),
+    ] {
+        let r = c.get(target, &[]);
+        let (doc, seen) = seen_headers(&r);
+        assert_eq!(doc["target"], sent, "{target}");
+        assert!(header_values(&seen, "x-injected").is_empty(), "{seen:?}");
+    }
+}
+
 #[test]
 fn proxy_action_over_a_unix_socket_to_node() {
     let rein = Rein::start();
