@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::config::walk::{known_keys, object};
 use crate::config::{ConfigError, JsonPath};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Pass, PassTarget, Snapshot};
 use crate::supervisor::conf::AppConf;
 use crate::tls::Certificates;
 use crate::upstream::conf::UpstreamConf;
@@ -72,6 +72,7 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
     }
     for (pass, path, _) in &passes {
         targets.check(pass, path)?;
+        fastcgi_without_tls(pass, path, &upstreams)?;
     }
     routes::check_cycles(&routes, &passes)?;
 
@@ -85,6 +86,25 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
         upstreams,
         proxies,
     })
+}
+
+/// A `fastcgi` action's `server` cannot be an upstream with `tls`: FastCGI goes over plain sockets.
+fn fastcgi_without_tls(
+    pass: &Pass,
+    path: &JsonPath,
+    upstreams: &BTreeMap<String, UpstreamConf>,
+) -> Result<(), ConfigError> {
+    let Pass::Fixed(PassTarget::Upstream(name)) = pass else {
+        return Ok(());
+    };
+    // The passes a `fastcgi` action records are at its `server` key.
+    let fastcgi = path.as_str().ends_with("/fastcgi/server");
+    if fastcgi && upstreams.get(name).is_some_and(|u| u.tls.is_some()) {
+        return Err(path.error(format!(
+            "upstream \"{name}\" has \"tls\": FastCGI is spoken over plain TCP or Unix sockets only"
+        )));
+    }
+    Ok(())
 }
 
 /// `applications`: each compiled by [`crate::supervisor::conf::compile`].

@@ -224,15 +224,18 @@ fn share(
     })
 }
 
-/// Unit's proxy targets: `http://IPv4:PORT`, `http://[IPv6]:PORT` or `http://unix:/path`.
+/// Unit's proxy targets (`http://IPv4:PORT`, `http://[IPv6]:PORT`, `http://unix:/path`), and rein's: a DNS
+/// name for the address, a port left to the scheme's, and `https://` for a server reached over TLS.
 fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
     let s = string(v, path)?;
-    if !s.starts_with("http://") {
-        return Err(path.error("must start with \"http://\""));
+    if !s.starts_with("http://") && !s.starts_with("https://") {
+        return Err(path.error("must start with \"http://\" or \"https://\""));
     }
     if proxy_target(s).is_none() {
-        return Err(path
-            .error("must be \"http://IP:PORT\", \"http://[IPv6]:PORT\" or \"http://unix:/PATH\""));
+        return Err(path.error(
+            "must be \"http://ADDRESS\" or \"https://ADDRESS\", ADDRESS being HOST, IP or [IPv6] with an \
+             optional :PORT (80 or 443 if left out), or for http unix:/PATH; nothing after it",
+        ));
     }
     Ok(s.to_owned())
 }

@@ -62,7 +62,22 @@ fn names_the_path_of_each_error() {
         ),
         (
             json!({"routes": [{"action": {"proxy": "ftp://x"}}]}),
-            "routes/0/action/proxy: must start with \"http://\"",
+            "routes/0/action/proxy: must start with \"http://\" or \"https://\"",
+        ),
+        (
+            json!({"routes": [{"action": {"proxy": "https://unix:/run/a.sock"}}]}),
+            "routes/0/action/proxy: must be \"http://ADDRESS\" or \"https://ADDRESS\"",
+        ),
+        (
+            json!({"routes": [{"action": {"proxy": "https://api.example.com/v1"}}]}),
+            "routes/0/action/proxy: must be",
+        ),
+        (
+            json!({
+                "routes": [{"action": {"fastcgi": {"server": "upstreams/u", "root": "/srv"}}}],
+                "upstreams": {"u": {"servers": {"127.0.0.1:9000": {}}, "tls": {}}},
+            }),
+            "routes/0/action/fastcgi/server: upstream \"u\" has \"tls\"",
         ),
         (
             json!({"settings": {"http": {"idle_timeout": "x"}}}),
@@ -127,6 +142,22 @@ fn names_the_path_of_each_upstream_error() {
         (
             json!({"upstreams": {"u": {"servers": {"127.0.0.1:9000": {"max_connections": 1.5}}}}}),
             format!("{u}/servers/127.0.0.1:9000/max_connections: must be a non-negative integer"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"app.internal": {}}}}}),
+            format!("{u}/servers/app.internal: must be an address"),
+        ),
+        (
+            json!({"upstreams": {"u": {"servers": {"unix:/run/a.sock": {}}, "tls": {}}}}),
+            format!("{u}/servers/unix:/run/a.sock: an upstream with \"tls\" takes"),
+        ),
+        (
+            upstream_with(json!({"tls": {"ca": "/ca.pem", "verify": false}})),
+            format!("{u}/tls/verify: unknown option"),
+        ),
+        (
+            upstream_with(json!({"tls": {"server_name": "a b"}})),
+            format!("{u}/tls/server_name: must be a DNS name or an IP address"),
         ),
         (
             upstream_with(json!({"balance": "random"})),

@@ -116,7 +116,7 @@ impl std::fmt::Debug for Conn {
 
 /// Dials `addr` within `timeout`.
 pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
-    let dial = Io::dial(addr, Acks::BeforeWait);
+    let dial = Io::dial(addr, None, Acks::BeforeWait);
     let io = tokio::time::timeout(timeout, dial)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
@@ -166,9 +166,9 @@ impl Conn {
     }
 
     /// Whether an idle connection can no longer carry a request: the server closed it, reset it, or sent
-    /// bytes nobody asked for (see [`Io::is_closed`]: usually no system call).
+    /// bytes nobody asked for (see [`Io::peek_closed`]: usually no system call).
     pub fn is_closed(&self) -> bool {
-        self.io.is_closed()
+        self.io.peek_closed()
     }
 
     /// Whether the server closed it, as [`Conn::is_closed`]; if not, the next [`Conn::send`] takes it as open

@@ -26,6 +26,7 @@ use crate::upstream::ExchangeError;
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::socket::{Acks, Io};
 use crate::upstream::stall::Stall;
+use crate::upstream::tls::TlsTarget;
 
 /// Room made in the read buffer before a read, at first; doubled while reads fill it, up to [`MAX_READ`].
 const FIRST_READ: usize = 8 * 1024;
@@ -93,9 +94,13 @@ impl std::fmt::Debug for Conn {
     }
 }
 
-/// Dials `addr` within `timeout`.
-pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
-    let dial = Io::dial(addr, Acks::Delayed);
+/// Dials `addr` within `timeout`, the TLS handshake included when `tls` is given.
+pub async fn connect(
+    addr: &ServerAddr,
+    tls: Option<&TlsTarget>,
+    timeout: Duration,
+) -> io::Result<Conn> {
+    let dial = Io::dial(addr, tls, Acks::Delayed);
     let io = tokio::time::timeout(timeout, dial)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
@@ -109,7 +114,7 @@ pub async fn connect(addr: &ServerAddr, timeout: Duration) -> io::Result<Conn> {
 impl Conn {
     /// Whether an idle connection can no longer carry a request (see [`Io::is_closed`]: usually no system
     /// call).
-    pub fn is_closed(&self) -> bool {
+    pub fn is_closed(&mut self) -> bool {
         self.io.is_closed()
     }
 
@@ -130,7 +135,7 @@ impl Conn {
     /// [`Conn::send`], with `send_timeout` instead of the read timeout for a wait during which request bytes
     /// are queued that the server does not take.
     pub async fn send_within(
-        self,
+        mut self,
         head: &RequestHead,
         body: Option<Body>,
         read_timeout: Duration,
@@ -175,6 +180,8 @@ struct Exchange {
     answered: bool,
     /// A write failed: nothing more is written, the answer is still read.
     write_failed: bool,
+    /// Bytes written that TLS still holds (the socket was full): they need a flush to go out.
+    unflushed: bool,
     stall: Stall,
 }
 
@@ -188,6 +195,7 @@ impl Exchange {
             consumed: false,
             answered: false,
             write_failed: false,
+            unflushed: false,
             stall,
         }
     }
@@ -222,6 +230,7 @@ impl Exchange {
                 continue;
             }
             let Some(body) = self.body.as_mut() else {
+                self.poll_flush(cx);
                 return Ok(());
             };
             match Pin::new(body).poll_frame(cx) {
@@ -246,10 +255,28 @@ impl Exchange {
                     self.consumed = true;
                     return Err(Error::RequestBody(e));
                 }
-                Poll::Pending => return Ok(()),
+                Poll::Pending => {
+                    self.poll_flush(cx);
+                    return Ok(());
+                }
             }
         }
         Ok(())
+    }
+
+    /// Pushes out what was written and TLS holds back (its records wait for room in the socket); a plain
+    /// socket holds nothing back and is ready at once. Called whenever nothing is left to write for now.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) {
+        match Pin::new(&mut self.conn.io).poll_flush(cx) {
+            Poll::Ready(Ok(())) => self.unflushed = false,
+            Poll::Ready(Err(e)) => self.write_failed(e),
+            Poll::Pending => self.unflushed = true,
+        }
+    }
+
+    /// Request bytes are waiting for the server to take them.
+    fn sending(&self) -> bool {
+        !self.write_failed && (!self.out.is_empty() || self.unflushed)
     }
 
     fn queue_data(&mut self, data: Bytes) {
@@ -289,7 +316,7 @@ impl Exchange {
             Poll::Ready(Err(e)) => Poll::Ready(Err(Error::Io(e))),
             Poll::Pending => {
                 // Bytes queued that the server does not take: it is not reading the request.
-                let sending = !self.write_failed && !self.out.is_empty();
+                let sending = self.sending();
                 ready!(self.stall.poll(cx, sending));
                 let timeout = self.stall.timeout(sending);
                 Poll::Ready(Err(match sending {
@@ -328,7 +355,7 @@ impl Exchange {
         }
         // Only framing may be left to write (the last chunk): the server answered without waiting for it.
         let _ = self.poll_write_side(cx);
-        if self.write_failed || !self.out.is_empty() {
+        if self.write_failed || self.sending() {
             return None;
         }
         let mut conn = self.conn;

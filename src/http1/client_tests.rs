@@ -83,12 +83,12 @@ async fn a_kept_alive_connection_carries_the_next_request() {
                 .unwrap();
             (first, second)
         });
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let mut response = conn.send(&get("/one?a=1"), None, SECOND).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let slot = keep(response.body_mut());
         assert_eq!(collect(response.into_body()).await.unwrap(), "hello");
-        let conn = taken(&slot).expect("kept");
+        let mut conn = taken(&slot).expect("kept");
         assert!(!conn.is_closed());
         let mut response = conn.send(&get("/two"), None, SECOND).await.unwrap();
         let slot = keep(response.body_mut());
@@ -111,7 +111,7 @@ async fn a_body_delimited_by_the_close_ends_there_and_the_connection_with_it() {
             s.write_all(b"HTTP/1.1 200 OK\r\n\r\nuntil ").await.unwrap();
             s.write_all(b"the end").await.unwrap();
         });
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let mut response = conn.send(&get("/"), None, SECOND).await.unwrap();
         let slot = keep(response.body_mut());
         assert_eq!(
@@ -144,7 +144,7 @@ async fn a_body_of_unknown_length_goes_chunked_and_one_of_known_length_as_is() {
         );
         let body = crate::body::Body::new(http_body_util::StreamBody::new(stream));
         let head = RequestHead::new(&Method::POST, "/up", &HeaderMap::new(), true, false);
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let mut response = conn.send(&head, Some(body), SECOND).await.unwrap();
         assert_eq!(response.status(), StatusCode::NO_CONTENT);
         let slot = keep(response.body_mut());
@@ -186,7 +186,7 @@ async fn an_answer_before_the_whole_body_is_read_still_comes_through() {
         let stream = futures_util::stream::repeat_with(|| Ok(http_body::Frame::data(Bytes::from(vec![b'x'; 64 * 1024]))));
         let body = crate::body::Body::new(http_body_util::StreamBody::new(stream));
         let head = RequestHead::new(&Method::POST, "/", &HeaderMap::new(), true, false);
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let mut response = conn.send(&head, Some(body), SECOND).await.unwrap();
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
         let slot = keep(response.body_mut());
@@ -211,11 +211,11 @@ async fn a_short_body_is_an_error_and_a_silent_server_a_timeout() {
             read_request(&mut s, 0).await;
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let response = conn.send(&get("/"), None, SECOND).await.unwrap();
         let e = collect(response.into_body()).await.unwrap_err();
         assert!(matches!(e, Error::Truncated { missing: 5 }), "{e:?}");
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let e = conn
             .send(&get("/"), None, Duration::from_millis(200))
             .await
@@ -233,7 +233,7 @@ async fn a_connection_the_server_closed_is_seen_closed_and_its_body_comes_back()
             let (s, _) = listener.accept().await.unwrap();
             drop(s);
         });
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let mut conn = connect(&addr, None, SECOND).await.unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while !conn.is_closed() {
             assert!(tokio::time::Instant::now() < deadline, "close not seen");
@@ -274,14 +274,14 @@ async fn malformed_answers_are_errors_and_leftovers_end_reuse() {
                 .unwrap();
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let e = conn.send(&get("/"), None, SECOND).await.unwrap_err();
         assert!(matches!(e.error, Error::Head(_)) && !e.stale, "{e:?}");
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let response = conn.send(&get("/"), None, SECOND).await.unwrap();
         let e = collect(response.into_body()).await.unwrap_err();
         assert!(matches!(e, Error::Chunked(_)), "{e:?}");
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let mut response = conn.send(&get("/"), None, SECOND).await.unwrap();
         let slot = keep(response.body_mut());
         assert_eq!(collect(response.into_body()).await.unwrap(), "ok");
@@ -305,7 +305,7 @@ async fn a_switch_hands_over_the_connection_with_what_followed_the_head() {
             s.write_all(&buf).await.unwrap();
         });
         let head = RequestHead::new(&Method::GET, "/ws", &HeaderMap::new(), false, true);
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let response = conn.send(&head, None, SECOND).await.unwrap();
         assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
         let mut upgraded = response.into_body().take_upgraded().expect("switched");
@@ -330,7 +330,7 @@ async fn an_answer_to_head_has_no_body_whatever_its_length_says() {
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
         let head = RequestHead::new(&Method::HEAD, "/", &HeaderMap::new(), false, false);
-        let conn = connect(&addr, SECOND).await.unwrap();
+        let conn = connect(&addr, None, SECOND).await.unwrap();
         let mut response = conn.send(&head, None, SECOND).await.unwrap();
         assert_eq!(response.headers()[header::CONTENT_LENGTH], "1000");
         assert!(http_body::Body::is_end_stream(response.body()));

@@ -19,13 +19,13 @@ use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
 use crate::upstream::{Pooled, ServerState, Slot, Upstream};
 
 impl Pooled for Conn {
-    fn is_closed(&self) -> bool {
+    fn is_closed(&mut self) -> bool {
         !self.check_open()
     }
 
     /// Put back right after its END_REQUEST: checking it now (a `recv` that finds nothing) would only repeat
     /// the check made when it is next taken.
-    fn worth_keeping(&self) -> bool {
+    fn worth_keeping(&mut self) -> bool {
         true
     }
 

@@ -67,14 +67,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
 /// hop-by-hop fields and those `Connection` names left out (the upgrade pair kept when `upgrading`),
 /// `Expect` left out (rein reads the client's body itself, so the server has nothing to agree to),
 /// `X-Forwarded-For` extended with the client's address, `X-Forwarded-Proto` and `X-Forwarded-Host` set, and
-/// a `Host` supplied if the request had none. Hop-by-hop fields are those
-/// [`strip_hop_by_hop`] removes from answers.
+/// a `Host` supplied if the request had none. `upstream_host` (a TLS server's name) replaces the client's
+/// `Host`, which `X-Forwarded-Host` still carries. Hop-by-hop fields are those [`strip_hop_by_hop`] removes
+/// from answers.
 pub fn write_upstream_fields(
     head: &mut HeadWriter,
     headers: &HeaderMap,
     remote: Option<SocketAddr>,
     scheme: &str,
     upgrading: bool,
+    upstream_host: Option<&str>,
 ) {
     // What the fields hold is learnt in the pass that writes them, rather than by a lookup of each name that
     // matters: most requests carry none of `Connection` and `X-Forwarded-For`.
@@ -96,10 +98,16 @@ pub fn write_upstream_fields(
         if dropped(name) {
             continue;
         }
-        if *name == header::HOST && host.is_none() {
-            host = Some(value);
+        if *name == header::HOST {
+            host = host.or(Some(value));
+            if upstream_host.is_some() {
+                continue;
+            }
         }
         head.field(name.as_str(), value.as_bytes());
+    }
+    if let Some(upstream_host) = upstream_host {
+        head.field("host", upstream_host.as_bytes());
     }
     if upgrading && let Some(upgrade) = headers.get(header::UPGRADE) {
         head.field("upgrade", upgrade.as_bytes());
@@ -124,7 +132,8 @@ pub fn write_upstream_fields(
     }
     match host {
         Some(host) => head.field(X_FORWARDED_HOST.as_str(), host.as_bytes()),
-        None => head.field("host", b"localhost"),
+        None if upstream_host.is_none() => head.field("host", b"localhost"),
+        None => {}
     }
 }
 
@@ -201,7 +210,7 @@ mod tests {
     fn written(headers: &HeaderMap, upgrading: bool) -> String {
         let mut head = HeadWriter::new(&http::Method::GET, "/", 0);
         let remote = "127.0.0.1:5000".parse().ok();
-        write_upstream_fields(&mut head, headers, remote, "https", upgrading);
+        write_upstream_fields(&mut head, headers, remote, "https", upgrading, None);
         let bytes = head.finish(false, upgrading).bytes();
         String::from_utf8(bytes.to_vec()).unwrap()
     }
@@ -236,6 +245,26 @@ mod tests {
         let mut h = map(&[("keep-alive", "timeout=5"), ("date", "x")]);
         strip_hop_by_hop(&mut h, false);
         assert_eq!(h.keys().collect::<Vec<_>>(), ["date"]);
+    }
+
+    #[test]
+    fn a_tls_servers_name_replaces_the_host_which_goes_in_x_forwarded_host() {
+        let h = map(&[("host", "www.example.com"), ("accept", "*/*")]);
+        let mut head = HeadWriter::new(&http::Method::GET, "/", 0);
+        write_upstream_fields(
+            &mut head,
+            &h,
+            None,
+            "https",
+            false,
+            Some("api.internal:8443"),
+        );
+        let bytes = head.finish(false, false).bytes();
+        assert_eq!(
+            String::from_utf8(bytes.to_vec()).unwrap(),
+            "GET / HTTP/1.1\r\naccept: */*\r\nhost: api.internal:8443\r\nx-forwarded-proto: https\r\n\
+             x-forwarded-host: www.example.com\r\n\r\n"
+        );
     }
 
     #[test]

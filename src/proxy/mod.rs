@@ -22,7 +22,7 @@ use crate::body::{self as rbody, Body};
 use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{ExchangeError, SendError, Slot, Upstream};
+use crate::upstream::{ExchangeError, SendError, ServerState, Slot, Upstream};
 pub(crate) use body::{Gathered, Held};
 use body::{Upload, UploadWatch};
 pub use error::ProxyError;
@@ -54,7 +54,7 @@ async fn try_forward(
     let req = out.request;
     let upgrading = headers::wants_upgrade(&req.headers);
     let (body, upload) = upload(out.body, out.max_body_size, out.state);
-    let head = upstream_head(req, upgrading, body.is_some());
+    let mut heads = Heads::new(req, upgrading, body.is_some());
     let replayable = body.is_none() && is_idempotent(&req.method);
     let plan = retry::Plan {
         client: client_ip(req.remote),
@@ -65,16 +65,52 @@ async fn try_forward(
     let buffer = replayable && !upgrading;
     // Taken by the attempt that gets the answer.
     let client_upgrade = std::sync::Mutex::new(out.upgrade);
-    let (head, client_upgrade) = (&head, &client_upgrade);
-    retry::run(upstream, plan, |slot, body| async move {
-        let (response, slot) = attempt_one(upstream, slot, head, body).await?;
-        if buffer && is_small(&response) {
-            return buffered(response, slot).await.map_err(Failed::sent);
+    let client_upgrade = &client_upgrade;
+    retry::run(upstream, plan, |slot, body| {
+        let head = heads.for_server(&slot.server);
+        async move {
+            let (response, slot) = attempt_one(upstream, slot, &head, body).await?;
+            if buffer && is_small(&response) {
+                return buffered(response, slot).await.map_err(Failed::sent);
+            }
+            let client = client_upgrade.lock().ok().and_then(|mut u| u.take());
+            Ok(respond(response, slot, upgrading, client))
         }
-        let client = client_upgrade.lock().ok().and_then(|mut u| u.take());
-        Ok(respond(response, slot, upgrading, client))
     })
     .await
+}
+
+/// The request head as it goes upstream, encoded once for every attempt, and again only for a server that
+/// needs another `Host` than the last one (a TLS server is sent its own name).
+struct Heads<'r> {
+    req: &'r RequestInfo,
+    upgrading: bool,
+    body: bool,
+    /// The last head encoded, and the `Host` it was encoded with (`None`: the client's).
+    last: Option<(Option<String>, RequestHead)>,
+}
+
+impl<'r> Heads<'r> {
+    fn new(req: &'r RequestInfo, upgrading: bool, body: bool) -> Self {
+        Heads {
+            req,
+            upgrading,
+            body,
+            last: None,
+        }
+    }
+
+    fn for_server(&mut self, server: &ServerState) -> RequestHead {
+        let host = server.host();
+        match &self.last {
+            Some((encoded, head)) if encoded.as_deref() == host => head.clone(),
+            _ => {
+                let head = upstream_head(self.req, self.upgrading, self.body, host);
+                self.last = Some((host.map(str::to_owned), head.clone()));
+                head
+            }
+        }
+    }
 }
 
 /// The client's body on its way upstream, and what the proxy can see of it; `None` for an empty body.
@@ -105,7 +141,7 @@ async fn attempt_one(
     let timeouts = upstream.conf.timeouts;
     let (conn, reused) = match server.pool.take(timeouts.idle) {
         Some(conn) => (conn, true),
-        None => match http1::connect(&server.addr, timeouts.connect).await {
+        None => match http1::connect(&server.addr, server.tls.as_ref(), timeouts.connect).await {
             Ok(conn) => {
                 server.opened();
                 (conn, false)
@@ -164,16 +200,28 @@ pub(crate) fn broken<E: ExchangeError>(slot: &Slot, error: E) -> ProxyError {
     }
 }
 
-/// The request head as it goes upstream, encoded once for every attempt: the target as received (after
-/// `rewrite`), the fields as [`headers::write_upstream_fields`] writes them.
-fn upstream_head(req: &RequestInfo, upgrading: bool, body: bool) -> RequestHead {
+/// The request head as it goes upstream: the target as received (after `rewrite`), the fields as
+/// [`headers::write_upstream_fields`] writes them, with `host` for `Host` if given.
+fn upstream_head(
+    req: &RequestInfo,
+    upgrading: bool,
+    body: bool,
+    host: Option<&str>,
+) -> RequestHead {
     let fields: usize = req
         .headers
         .iter()
         .map(|(n, v)| n.as_str().len() + v.len() + 4)
         .sum();
     let mut head = HeadWriter::new(&req.method, &req.request_uri, fields + 96);
-    headers::write_upstream_fields(&mut head, &req.headers, req.remote, req.scheme, upgrading);
+    headers::write_upstream_fields(
+        &mut head,
+        &req.headers,
+        req.remote,
+        req.scheme,
+        upgrading,
+        host,
+    );
     head.finish(body, upgrading)
 }
 

@@ -146,7 +146,7 @@ impl Server {
             &self.shared.current.load().upstreams,
             &snapshot.upstreams,
             &snapshot.proxies,
-        );
+        )?;
         if let Some(supervisor) = &self.supervisor {
             upstreams.apps = supervisor.apply(&snapshot.applications);
         }

@@ -1,5 +1,5 @@
-//! Active health checks: a `GET` of the configured path on a fresh connection to each server, every
-//! `interval`; `fall` failed probes in a row take a server out, `rise` good ones bring it back.
+//! Active health checks: a `GET` of the configured path on a fresh connection to each server (over TLS for a
+//! TLS server, with its name as `Host`), every `interval`; `fall` failed probes in a row take a server out, `rise` good ones bring it back.
 //!
 //! The task holds only a weak handle on its upstream and ends once the configuration that created it is gone.
 
@@ -37,9 +37,15 @@ pub async fn run(upstream: WeakUpstream) {
 /// One probe: true when the server answers the check path with an expected status within the timeout.
 async fn probe(server: &ServerState, check: &ActiveCheck) -> bool {
     let attempt = async {
-        let conn = connect(&server.addr, check.timeout).await.ok()?;
+        let conn = connect(&server.addr, server.tls.as_ref(), check.timeout)
+            .await
+            .ok()?;
         let mut headers = HeaderMap::new();
-        headers.insert(header::HOST, HeaderValue::from_static("localhost"));
+        let host = match server.host() {
+            Some(name) => HeaderValue::from_str(name).ok()?,
+            None => HeaderValue::from_static("localhost"),
+        };
+        headers.insert(header::HOST, host);
         headers.insert(
             header::USER_AGENT,
             HeaderValue::from_static("rein-health-check"),

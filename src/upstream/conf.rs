@@ -8,8 +8,12 @@
 //!             "active": {"path": "/health", "interval": 5, "timeout": 2, "status": "200-399", "rise": 2, "fall": 3}},
 //!  "timeouts": {"connect": 5, "read": 60, "send": 60, "idle": 4},
 //!  "retries": {"tries": 3, "timeout": 10},
-//!  "queue_timeout": 5}
+//!  "queue_timeout": 5,
+//!  "tls": {"ca": "/etc/rein/internal-ca.pem", "server_name": "api.internal"}}
 //! ```
+//!
+//! A server is an address or a `HOST:PORT` whose name is resolved at each new connection. With `tls` every
+//! server is reached over TLS (see [`super::tls`]).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -20,6 +24,7 @@ use serde_json::{Map, Value};
 
 use super::balance::Balance;
 use super::health::{ActiveRules, PassiveRules};
+use super::tls::{self, TlsConf};
 use crate::config::walk::{integer, known_keys, object, seconds, string};
 use crate::config::{ConfigError, JsonPath};
 
@@ -27,6 +32,8 @@ use crate::config::{ConfigError, JsonPath};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ServerAddr {
     Tcp(SocketAddr),
+    /// A DNS name and a port: resolved at each new connection, so a change of address is followed.
+    Name(String, u16),
     Unix(PathBuf),
 }
 
@@ -34,6 +41,7 @@ impl fmt::Display for ServerAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ServerAddr::Tcp(a) => write!(f, "{a}"),
+            ServerAddr::Name(host, port) => write!(f, "{host}:{port}"),
             ServerAddr::Unix(p) => write!(f, "unix:{}", p.display()),
         }
     }
@@ -47,6 +55,42 @@ impl ServerAddr {
             Some(_) => None,
             None => s.parse().ok().map(ServerAddr::Tcp),
         }
+    }
+
+    /// What [`ServerAddr::parse`] takes, or `HOST:PORT` with a DNS name; the port may be left out when
+    /// `default_port` is given (a proxy URL's scheme says it).
+    pub fn parse_with_names(s: &str, default_port: Option<u16>) -> Option<ServerAddr> {
+        if let Some(addr) = ServerAddr::parse(s) {
+            return Some(addr);
+        }
+        if let Some(port) = default_port
+            && let Some(addr) = ServerAddr::parse(&with_port(s, port))
+        {
+            return Some(addr);
+        }
+        let (host, port) = match s.rsplit_once(':') {
+            Some((host, port)) => (host, port.parse().ok().filter(|p| *p != 0)?),
+            None => (s, default_port?),
+        };
+        tls::is_dns_name(host).then(|| ServerAddr::Name(host.to_ascii_lowercase(), port))
+    }
+
+    /// The TCP port, if it is a TCP server.
+    pub fn port(&self) -> Option<u16> {
+        match self {
+            ServerAddr::Tcp(a) => Some(a.port()),
+            ServerAddr::Name(_, port) => Some(*port),
+            ServerAddr::Unix(_) => None,
+        }
+    }
+}
+
+/// `IP` or `[IPv6]` with `:PORT` added, to be parsed as a socket address.
+fn with_port(host: &str, port: u16) -> String {
+    match host.parse::<std::net::Ipv6Addr>() {
+        // A bare IPv6 address is ambiguous with a port; only the bracketed form takes one.
+        Ok(_) => String::new(),
+        Err(_) => format!("{host}:{port}"),
     }
 }
 
@@ -98,6 +142,8 @@ pub struct UpstreamConf {
     pub retries: Retries,
     /// How long a request waits for a server to become available before 503.
     pub queue_timeout: Duration,
+    /// Every server is reached over TLS.
+    pub tls: Option<TlsConf>,
 }
 
 impl UpstreamConf {
@@ -132,6 +178,7 @@ impl UpstreamConf {
                 timeout: Duration::from_secs(10),
             },
             queue_timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -143,6 +190,7 @@ const KEYS: &[&str] = &[
     "timeouts",
     "retries",
     "queue_timeout",
+    "tls",
 ];
 
 pub fn compile(v: &Value, path: &JsonPath) -> Result<UpstreamConf, ConfigError> {
@@ -160,18 +208,34 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<UpstreamConf, ConfigError> 
             "timeouts" => timeouts(value, &p, &mut conf.timeouts)?,
             "retries" => retries(value, &p, &mut conf.retries)?,
             "queue_timeout" => conf.queue_timeout = seconds(value, &p)?,
+            "tls" => conf.tls = Some(tls::compile(value, &p)?),
             _ => {}
         }
     }
+    if conf.tls.is_some() {
+        only_tcp(&conf.servers, &path.key("servers"))?;
+    }
     Ok(conf)
+}
+
+/// TLS goes over TCP: a Unix socket server in an upstream with `tls` is refused.
+fn only_tcp(servers: &[ServerConf], path: &JsonPath) -> Result<(), ConfigError> {
+    match servers.iter().find(|s| s.addr.port().is_none()) {
+        Some(s) => Err(path
+            .key(&s.addr.to_string())
+            .error("an upstream with \"tls\" takes \"HOST:PORT\" servers, not Unix sockets")),
+        None => Ok(()),
+    }
 }
 
 fn servers(v: &Value, path: &JsonPath) -> Result<Vec<ServerConf>, ConfigError> {
     let mut out = Vec::new();
     for (addr, server) in object(v, path)? {
         let spath = path.key(addr);
-        let parsed = ServerAddr::parse(addr).ok_or_else(|| {
-            spath.error("must be an address: \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\"")
+        let parsed = ServerAddr::parse_with_names(addr, None).ok_or_else(|| {
+            spath.error(
+                "must be an address: \"IP:PORT\", \"[IPv6]:PORT\", \"HOST:PORT\" or \"unix:/PATH\"",
+            )
         })?;
         let server = object(server, &spath)?;
         known_keys(server, &["weight", "max_connections", "pipelining"], &spath)?;
@@ -344,9 +408,18 @@ fn retries(v: &Value, path: &JsonPath, r: &mut Retries) -> Result<(), ConfigErro
     Ok(())
 }
 
-/// A `proxy` action's target (`http://127.0.0.1:8081`, `http://[::1]:8081`, `http://unix:/path`) as a
-/// one-server upstream with the defaults.
+/// A `proxy` action's target as a one-server upstream with the defaults: `http://` and an address
+/// (`127.0.0.1:8081`, `[::1]:8081`, `unix:/path`) or `HOST:PORT`, or `https://` and the same but a Unix
+/// socket, over TLS verified against the system's roots. The port defaults to the scheme's (80, 443).
 pub fn proxy_target(url: &str) -> Option<UpstreamConf> {
-    let addr = ServerAddr::parse(url.strip_prefix("http://")?)?;
-    Some(UpstreamConf::to_one(addr))
+    if let Some(rest) = url.strip_prefix("http://") {
+        let addr = ServerAddr::parse_with_names(rest, Some(80))?;
+        return Some(UpstreamConf::to_one(addr));
+    }
+    let addr = ServerAddr::parse_with_names(url.strip_prefix("https://")?, Some(443))?;
+    addr.port()?;
+    Some(UpstreamConf {
+        tls: Some(TlsConf::default()),
+        ..UpstreamConf::to_one(addr)
+    })
 }

@@ -15,6 +15,7 @@ mod send_error;
 mod slots_tests;
 pub mod socket;
 pub mod stall;
+pub mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -27,16 +28,21 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::config::{ConfigError, JsonPath};
+
 use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
 use health::{Change, Health};
 use line::{InLine, Line};
 pub use pool::{Pool, Pooled};
 pub use send_error::{ExchangeError, SendError};
+use tls::{SystemRoots, TlsTarget};
 
 /// One server of one upstream.
 pub struct ServerState {
     pub addr: ServerAddr,
+    /// How to reach it over TLS, for a server of an upstream with `tls`.
+    pub tls: Option<TlsTarget>,
     /// Idle HTTP connections.
     pub pool: Pool<crate::http1::Conn>,
     /// Idle FastCGI connections (a server may be reached both ways: the pools are apart).
@@ -70,6 +76,7 @@ impl ServerState {
     pub fn new(addr: ServerAddr) -> Self {
         ServerState {
             addr,
+            tls: None,
             pool: Pool::per_worker(),
             fcgi: Pool::shared(),
             fcgi_waiting: AtomicU32::new(0),
@@ -83,6 +90,19 @@ impl ServerState {
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
         }
+    }
+
+    /// A server reached over TLS.
+    pub fn with_tls(addr: ServerAddr, tls: TlsTarget) -> Self {
+        ServerState {
+            tls: Some(tls),
+            ..ServerState::new(addr)
+        }
+    }
+
+    /// The `Host` requests to it carry instead of the client's: a TLS server's name.
+    pub fn host(&self) -> Option<&str> {
+        self.tls.as_ref().map(TlsTarget::host)
     }
 
     /// A server of rein's own FastCGI app (see `fcgi_serves_all`).
@@ -551,24 +571,33 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// The upstreams for a new configuration, reusing what `previous` had where nothing changed.
+    /// The upstreams for a new configuration, reusing what `previous` had where nothing changed. Fails,
+    /// naming the key, when an upstream's TLS settings cannot be put to use (a `ca` file that cannot be
+    /// read).
     pub fn build(
         previous: &Upstreams,
         named: &BTreeMap<String, UpstreamConf>,
         proxies: &BTreeMap<String, UpstreamConf>,
-    ) -> Upstreams {
-        let make = |old: &HashMap<String, Arc<Upstream>>,
-                    confs: &BTreeMap<String, UpstreamConf>| {
+    ) -> Result<Upstreams, ConfigError> {
+        let mut roots = SystemRoots::default();
+        let mut make = |old: &HashMap<String, Arc<Upstream>>,
+                        confs: &BTreeMap<String, UpstreamConf>,
+                        section: Option<&str>|
+         -> Result<HashMap<String, Arc<Upstream>>, ConfigError> {
             confs
                 .iter()
-                .map(|(name, conf)| (name.clone(), reuse_or_create(old.get(name), name, conf)))
+                .map(|(name, conf)| {
+                    let upstream = reuse_or_create(old.get(name), name, conf, &mut roots)
+                        .map_err(|e| e.at(&tls_path(section, name)))?;
+                    Ok((name.clone(), upstream))
+                })
                 .collect()
         };
-        Upstreams {
-            named: make(&previous.named, named),
-            proxies: make(&previous.proxies, proxies),
+        Ok(Upstreams {
+            named: make(&previous.named, named, Some("upstreams"))?,
+            proxies: make(&previous.proxies, proxies, None)?,
             apps: HashMap::new(),
-        }
+        })
     }
 
     pub fn status_json(&self) -> Value {
@@ -581,11 +610,51 @@ impl Upstreams {
     }
 }
 
-fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf) -> Arc<Upstream> {
-    if let Some(old) = old.filter(|o| o.conf == *conf) {
-        return old.clone();
+/// Where the `tls` object of an upstream is: `upstreams/NAME/tls`. A `proxy` action's target (no section)
+/// has no `tls` object, nor any file to read: its path is never shown.
+fn tls_path(section: Option<&str>, name: &str) -> JsonPath {
+    match section {
+        Some(section) => JsonPath::root().key(section).key(name).key("tls"),
+        None => JsonPath::root().key("routes"),
     }
-    let previous = old.map(|o| o.members());
+}
+
+fn reuse_or_create(
+    old: Option<&Arc<Upstream>>,
+    name: &str,
+    conf: &UpstreamConf,
+    roots: &mut SystemRoots,
+) -> Result<Arc<Upstream>, tls::SetupError> {
+    if let Some(old) = old.filter(|o| o.conf == *conf) {
+        return Ok(old.clone());
+    }
+    // A server's connections are kept only while it is reached the same way: with other TLS settings, its
+    // pooled connections (and its health) belong to another way of reaching it.
+    let previous = old.filter(|o| o.conf.tls == conf.tls).map(|o| o.members());
+    let kept = |addr: &ServerAddr| {
+        previous
+            .iter()
+            .flat_map(|p| p.iter())
+            .find(|m| m.state.addr == *addr)
+            .map(|m| m.state.clone())
+    };
+    // The configuration (and the files it reads) only for servers not kept: compile refused a `tls` upstream
+    // with a server it cannot name (a Unix socket), so each gets its target.
+    let tls_config = match &conf.tls {
+        Some(tls) if conf.servers.iter().any(|s| kept(&s.addr).is_none()) => {
+            Some((tls::client_config(tls, roots)?, tls))
+        }
+        _ => None,
+    };
+    let fresh = |addr: &ServerAddr| {
+        let target = tls_config
+            .as_ref()
+            .and_then(|(config, tls)| TlsTarget::new(config.clone(), tls, addr));
+        Arc::new(match target {
+            Some(target) => ServerState::with_tls(addr.clone(), target),
+            None => ServerState::new(addr.clone()),
+        })
+    };
     let members = conf
         .servers
         .iter()
@@ -593,12 +662,7 @@ fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf)
             weight: s.weight,
             max_connections: s.max_connections,
             pipelining: s.pipelining,
-            state: previous
-                .iter()
-                .flat_map(|p| p.iter())
-                .find(|m| m.state.addr == s.addr)
-                .map(|m| m.state.clone())
-                .unwrap_or_else(|| Arc::new(ServerState::new(s.addr.clone()))),
+            state: kept(&s.addr).unwrap_or_else(|| fresh(&s.addr)),
         })
         .collect::<Vec<_>>();
     // A server kept across a change keeps its health, but not a verdict of active checks that are now off:
@@ -608,7 +672,7 @@ fn reuse_or_create(old: Option<&Arc<Upstream>>, name: &str, conf: &UpstreamConf)
             m.state.forget_probes();
         }
     }
-    Upstream::new(name, conf.clone(), members)
+    Ok(Upstream::new(name, conf.clone(), members))
 }
 
 mod check;

@@ -15,11 +15,11 @@ const MAX_IDLE: usize = 256;
 /// A connection that can wait in a pool.
 pub trait Pooled {
     /// Whether the server closed it (then it is not worth handing out). Asked when it is handed out.
-    fn is_closed(&self) -> bool;
+    fn is_closed(&mut self) -> bool;
 
     /// Whether a connection whose exchange just ended is worth keeping. By default, whether it is still open;
     /// a connection whose check costs a system call may skip it, since [`Pool::take`] checks again anyway.
-    fn worth_keeping(&self) -> bool {
+    fn worth_keeping(&mut self) -> bool {
         !self.is_closed()
     }
 
@@ -31,12 +31,12 @@ pub trait Pooled {
 }
 
 impl Pooled for crate::http1::Conn {
-    fn is_closed(&self) -> bool {
+    fn is_closed(&mut self) -> bool {
         crate::http1::Conn::is_closed(self)
     }
 
     /// Put back only after a clean exchange: checked when next taken.
-    fn worth_keeping(&self) -> bool {
+    fn worth_keeping(&mut self) -> bool {
         true
     }
 }
@@ -97,7 +97,7 @@ impl<C: Pooled> Pool<C> {
                 }
                 _ => None,
             };
-            let i = own
+            let mut i = own
                 .and_then(|at| idle.remove(at))
                 .or_else(|| idle.pop_back())?;
             if !i.sender.is_closed() {
@@ -108,7 +108,7 @@ impl<C: Pooled> Pool<C> {
     }
 
     /// Returns a connection whose exchange is complete, for reuse.
-    pub fn put(&self, sender: C) {
+    pub fn put(&self, mut sender: C) {
         if !sender.worth_keeping() {
             return;
         }
@@ -175,7 +175,7 @@ mod tests {
     }
 
     impl Pooled for Fake {
-        fn is_closed(&self) -> bool {
+        fn is_closed(&mut self) -> bool {
             self.checks.set(self.checks.get() + 1);
             self.closed
         }

@@ -1,6 +1,6 @@
-//! The socket under an upstream connection, TCP or Unix, for both transports (HTTP and FastCGI): dialled,
-//! moved between worker threads, checked for a close while idle, and optionally read with every arrival
-//! acknowledged at once on TCP (see [`Acks`]).
+//! The socket under an upstream connection, TCP or Unix, for both transports (HTTP and FastCGI), or TLS over
+//! TCP for HTTP: dialled (a server's name resolved at each dial), moved between worker threads, checked for a
+//! close while idle, and optionally read with every arrival acknowledged at once on TCP (see [`Acks`]).
 
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
@@ -12,8 +12,10 @@ use std::time::Duration;
 use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
+use tokio_rustls::client::TlsStream;
 
 use super::conf::ServerAddr;
+use super::tls::TlsTarget;
 
 /// When a TCP connection acknowledges what it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,19 +63,27 @@ pub struct Io {
 enum Sock {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Boxed: a TLS session is large beside a socket.
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// An operation only plain sockets offer (FastCGI's, which never runs over TLS).
+fn plain_only() -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, "not on a TLS connection")
 }
 
 impl Io {
-    /// Dials `addr` (no timeout: the caller bounds it).
-    pub async fn dial(addr: &ServerAddr, acks: Acks) -> io::Result<Io> {
+    /// Dials `addr`, with a TLS handshake when `tls` is given (no timeout: the caller bounds it).
+    pub async fn dial(addr: &ServerAddr, tls: Option<&TlsTarget>, acks: Acks) -> io::Result<Io> {
         let sock = match addr {
-            ServerAddr::Tcp(sa) => {
-                let s = TcpStream::connect(sa).await?;
-                // Requests are small and answers wait on them: Nagle would only add delay.
-                let _ = s.set_nodelay(true);
-                Sock::Tcp(s)
-            }
+            ServerAddr::Tcp(sa) => Sock::Tcp(connect_tcp(*sa).await?),
+            ServerAddr::Name(host, port) => Sock::Tcp(connect_tcp((host.as_str(), *port)).await?),
             ServerAddr::Unix(path) => Sock::Unix(connect_unix(path).await?),
+        };
+        let sock = match (sock, tls) {
+            (Sock::Tcp(tcp), Some(tls)) => Sock::Tls(Box::new(tls.handshake(tcp).await?)),
+            (_, Some(_)) => return Err(io::Error::other("TLS needs a TCP server")),
+            (plain, None) => plain,
         };
         Ok(Io {
             sock,
@@ -87,6 +97,7 @@ impl Io {
         let sock = match self.sock {
             Sock::Tcp(s) => Sock::Tcp(TcpStream::from_std(s.into_std()?)?),
             Sock::Unix(s) => Sock::Unix(UnixStream::from_std(s.into_std()?)?),
+            Sock::Tls(_) => return Err(plain_only()),
         };
         Ok(Io { sock, ..self })
     }
@@ -95,6 +106,7 @@ impl Io {
         match &self.sock {
             Sock::Tcp(s) => SockRef::from(s),
             Sock::Unix(s) => SockRef::from(s),
+            Sock::Tls(s) => SockRef::from(s.get_ref().0),
         }
     }
 
@@ -110,23 +122,37 @@ impl Io {
         match &self.sock {
             Sock::Tcp(s) => s.try_write(data),
             Sock::Unix(s) => s.try_write(data),
+            Sock::Tls(_) => Err(plain_only()),
         }
     }
 
     /// Whether an idle connection can no longer carry a request: the server closed it, reset it, or sent
-    /// bytes nobody asked for. Nothing is consumed.
+    /// bytes nobody asked for. On TLS, see [`Io::tls_is_closed`].
+    pub fn is_closed(&mut self) -> bool {
+        match self.sock {
+            Sock::Tls(_) => self.tls_is_closed(),
+            _ => self.peek_closed(),
+        }
+    }
+
+    /// [`Io::is_closed`] for a plain socket, through a shared reference: nothing is consumed. (On TLS, any
+    /// byte that arrived counts, a session ticket too: FastCGI's, which never runs over TLS.)
     ///
     /// The reactor already watches the socket: unless it saw it become readable since the last read ran
     /// dry, nothing arrived, not even a close, and no system call is needed. Otherwise a non-blocking peek
     /// tells (and clears the readiness if it finds nothing).
-    pub fn is_closed(&self) -> bool {
-        let peek = || {
+    pub fn peek_closed(&self) -> bool {
+        let peek = |sock: SockRef<'_>| {
             let mut byte = [MaybeUninit::<u8>::uninit()];
-            self.sock().peek(&mut byte)
+            sock.peek(&mut byte)
         };
         let peeked = match &self.sock {
-            Sock::Tcp(s) => s.try_io(Interest::READABLE, peek),
-            Sock::Unix(s) => s.try_io(Interest::READABLE, peek),
+            Sock::Tcp(s) => s.try_io(Interest::READABLE, || peek(SockRef::from(s))),
+            Sock::Unix(s) => s.try_io(Interest::READABLE, || peek(SockRef::from(s))),
+            Sock::Tls(s) => {
+                let tcp = s.get_ref().0;
+                tcp.try_io(Interest::READABLE, || peek(SockRef::from(tcp)))
+            }
         };
         match peeked {
             // 0 is end of file; a byte is an answer to no question. Either way it is unusable.
@@ -137,6 +163,26 @@ impl Io {
             ),
         }
     }
+
+    /// On TLS, what arrived must be decrypted to be told apart: a session ticket or a key update (which the
+    /// session takes in) leave the connection usable; a `close_notify`, an end of file or application data
+    /// (arrived now, or left in the session) do not. A read that does not wait: as on a plain socket, no
+    /// system call unless the reactor saw the socket become readable.
+    fn tls_is_closed(&mut self) -> bool {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut byte = [0u8; 1];
+        let mut buf = ReadBuf::new(&mut byte);
+        !matches!(Pin::new(self).poll_read(&mut cx, &mut buf), Poll::Pending)
+    }
+}
+
+/// Connects over TCP, the name resolved now if it is one (each resolved address tried in turn).
+async fn connect_tcp(addr: impl tokio::net::ToSocketAddrs) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(addr).await?;
+    // Requests are small and answers wait on them: Nagle would only add delay.
+    let _ = s.set_nodelay(true);
+    Ok(s)
 }
 
 impl AsyncRead for Io {
@@ -163,6 +209,14 @@ impl AsyncRead for Io {
                 polled
             }
             Sock::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Sock::Tls(s) => match Pin::new(&mut **s).poll_read(cx, buf) {
+                // A server that closes without `close_notify`: an end of file, as browsers take it. A
+                // body's framing (length or chunks) still tells a truncated answer.
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                polled => polled,
+            },
         }
     }
 }
@@ -177,6 +231,7 @@ impl AsyncWrite for Io {
         let polled = match &mut io.sock {
             Sock::Tcp(s) => Pin::new(s).poll_write(cx, data),
             Sock::Unix(s) => Pin::new(s).poll_write(cx, data),
+            Sock::Tls(s) => Pin::new(&mut **s).poll_write(cx, data),
         };
         io.sent(&polled);
         polled
@@ -191,6 +246,7 @@ impl AsyncWrite for Io {
         let polled = match &mut io.sock {
             Sock::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Sock::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Sock::Tls(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
         };
         io.sent(&polled);
         polled
@@ -204,6 +260,7 @@ impl AsyncWrite for Io {
         match &mut self.get_mut().sock {
             Sock::Tcp(s) => Pin::new(s).poll_flush(cx),
             Sock::Unix(s) => Pin::new(s).poll_flush(cx),
+            Sock::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
@@ -211,6 +268,7 @@ impl AsyncWrite for Io {
         match &mut self.get_mut().sock {
             Sock::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Sock::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Sock::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 }
@@ -231,7 +289,8 @@ mod tests {
     async fn an_ack_is_asked_for_only_when_a_read_waits_after_an_arrival() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = ServerAddr::Tcp(listener.local_addr().unwrap());
-        let (io, accepted) = tokio::join!(Io::dial(&addr, Acks::BeforeWait), listener.accept());
+        let (io, accepted) =
+            tokio::join!(Io::dial(&addr, None, Acks::BeforeWait), listener.accept());
         let (mut io, (mut server, _)) = (io.unwrap(), accepted.unwrap());
         let mut buf = [0u8; 16];
 

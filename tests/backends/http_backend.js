@@ -1,21 +1,28 @@
-// A small HTTP/1.1 backend for rein's proxy tests (Node's `http` module only).
+// A small HTTP/1.1 backend for rein's proxy tests (Node's `http` and `https` modules only).
 //
-// Usage: node http_backend.js NAME LISTEN
-//   LISTEN is a TCP port ("0" picks one) on 127.0.0.1, or "unix:/path".
+// Usage: node http_backend.js NAME LISTEN [CERT KEY]
+//   LISTEN is a TCP port ("0" picks one) on 127.0.0.1, or "unix:/path". With CERT and KEY (PEM files: the
+//   certificate chain and its key) it serves HTTPS.
 // Prints the bound port (or the socket path) on its first line of stdout.
 //
 // Every answer carries `X-Backend: NAME`. Endpoints: /whoami, /echo (the request body, however it came),
 // /headers ({"method", "target", "headers": [[name, value]...]}), /status?code=N, /stream?n=N (N chunks of
-// "chunkI;" with no Content-Length, so Node sends them chunked, and a trailer).
+// "chunkI;" with no Content-Length, so Node sends them chunked, and a trailer), /connections (connections
+// accepted so far: TLS handshakes completed, for HTTPS), /count?path=P (requests received for path P).
 'use strict';
 
 const http = require('http');
+const https = require('https');
 const fs = require('fs');
 
-const [name, listen] = process.argv.slice(2);
+const [name, listen, cert, key] = process.argv.slice(2);
 
-const server = http.createServer((req, res) => {
+let connections = 0;
+const requests = new Map();
+
+const handler = (req, res) => {
   const url = new URL(req.url, 'http://backend');
+  requests.set(url.pathname, (requests.get(url.pathname) || 0) + 1);
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
@@ -52,6 +59,10 @@ const server = http.createServer((req, res) => {
         res.addTrailers({ 'X-Done': 'yes' });
         return res.end();
       }
+      case '/connections':
+        return send(200, String(connections));
+      case '/count':
+        return send(200, String(requests.get(url.searchParams.get('path')) || 0));
       case '/status': {
         const code = Number(url.searchParams.get('code') || 200);
         return send(code, `status ${code} from ${name}`, 'text/plain', { 'X-Custom': 'yes' });
@@ -60,7 +71,12 @@ const server = http.createServer((req, res) => {
         return send(404, 'no such endpoint');
     }
   });
-});
+};
+
+const server = cert
+  ? https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, handler)
+  : http.createServer(handler);
+server.on(cert ? 'secureConnection' : 'connection', () => { connections += 1; });
 
 if (listen.startsWith('unix:')) {
   const path = listen.slice(5);

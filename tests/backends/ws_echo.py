@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A WebSocket echo server for rein's proxy tests (stdlib only, RFC 6455).
 
-Usage: ws_echo.py LISTEN   (a TCP port on 127.0.0.1, "0" picks one)
+Usage: ws_echo.py LISTEN [CERT KEY]   (a TCP port on 127.0.0.1, "0" picks one; with CERT and KEY, PEM files
+of a certificate chain and its key, over TLS)
 Prints the bound port on its first line of stdout.
 
 Answers the opening handshake with 101 and `Sec-WebSocket-Accept` = base64(sha1(key + GUID)) (a request
@@ -12,6 +13,7 @@ pongs and a close with a close. Client frames must be masked (else it closes wit
 import base64
 import hashlib
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -98,15 +100,31 @@ def serve(sock):
             pass
 
 
+def serve_tls(sock, context):
+    try:
+        sock = context.wrap_socket(sock, server_side=True)
+    except (OSError, ssl.SSLError):
+        sock.close()
+        return
+    serve(sock)
+
+
 def main():
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", int(sys.argv[1])))
     listener.listen(64)
+    context = None
+    if len(sys.argv) > 3:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[2], sys.argv[3])
     print(listener.getsockname()[1], flush=True)
     while True:
         conn, _ = listener.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        if context is None:
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        else:
+            threading.Thread(target=serve_tls, args=(conn, context), daemon=True).start()
 
 
 if __name__ == "__main__":

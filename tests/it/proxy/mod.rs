@@ -6,8 +6,8 @@
 //! `X-Forwarded-*`), weighted round-robin, least connections, ip_hash, passive and active health, retry rules
 //! and limits (`retries`), waiting for a server (`queue_timeout`), `max_connections` on HTTP servers, `unix:`
 //! servers in an upstream, 502/503/504 with their log lines (refused, read, connect and send timeouts),
-//! streaming of large bodies with bounded memory, WebSocket tunnelling, live upstream changes and the
-//! `/status/upstreams` counters. Tests live
+//! streaming of large bodies with bounded memory, WebSocket tunnelling, live upstream changes, the
+//! `/status/upstreams` counters, and HTTPS upstreams (`tls.rs`). Tests live
 //! in one submodule per topic; the backends and helpers they share are here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +31,7 @@ mod limits;
 mod live;
 mod retries;
 mod streaming;
+mod tls;
 
 const BACKENDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/backends");
 
