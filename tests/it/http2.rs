@@ -11,14 +11,20 @@ use crate::harness::{DEADLINE, Rein, file, get};
 
 const BACKENDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/backends");
 
-/// `http_backend.py` on a port of its choosing; killed when dropped.
-struct Backend(Child, u16);
+/// A backend from tests/backends on a port of its choosing; killed when dropped.
+pub(crate) struct Backend(Child, pub(crate) u16);
 
 impl Backend {
-    fn start() -> Backend {
+    /// `http_backend.py`.
+    pub(crate) fn start() -> Backend {
+        Backend::script("http_backend.py", &["b", "0"])
+    }
+
+    /// A script that prints its port on its first line.
+    pub(crate) fn script(name: &str, args: &[&str]) -> Backend {
         let mut child = Command::new("python3")
-            .arg(format!("{BACKENDS}/http_backend.py"))
-            .args(["b", "0"])
+            .arg(format!("{BACKENDS}/{name}"))
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -23,4 +23,6 @@ echo json_encode([
     'greeting' => getenv('GREETING'),
     'memory_limit' => ini_get('memory_limit'),
     'extra' => $_SERVER['APP_MODE'] ?? null,
+    'https' => $_SERVER['HTTPS'] ?? null,
+    'request_scheme' => $_SERVER['REQUEST_SCHEME'] ?? null,
 ]);

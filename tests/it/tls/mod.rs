@@ -401,3 +401,64 @@ fn tls_settings_are_checked_with_their_paths() {
     assert!(TlsConn::try_open(addr, "a.test", std::sync::Arc::new(tls12)).is_err());
     assert!(TlsConn::try_open(addr, "a.test", ca.client(&[])).is_ok());
 }
+
+#[test]
+fn the_scheme_reaches_fastcgi_upstreams_and_websockets_over_tls() {
+    let rein = Rein::start();
+    let ca = Ca::new();
+    put_cert(&rein, "site", &ca.bundle(&["site.test"], Alg::Ecdsa));
+    let backend = crate::http2::Backend::start();
+    let ws = crate::http2::Backend::script("ws_echo.py", &["0"]);
+    let php = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/php");
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "tls": {"certificate": "site"}}},
+        "routes": [
+            {"match": {"uri": "/headers"}, "action": {"proxy": format!("http://127.0.0.1:{}", backend.1)}},
+            {"match": {"uri": "/chat"}, "action": {"proxy": format!("http://127.0.0.1:{}", ws.1)}},
+            {"action": {"pass": "applications/php"}},
+        ],
+        "applications": {"php": {"type": "php", "root": php, "processes": 1}},
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    let dir = rein.dir.path();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "--http2", "--cacert"])
+        .arg(dir.join("ca.pem"))
+        .arg("--resolve")
+        .arg(format!("site.test:{}:127.0.0.1", addr.port()))
+        .arg(format!("https://site.test:{}/env.php", addr.port()))
+        .output()
+        .unwrap();
+    let env: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(env["https"], "on", "{env}");
+    assert_eq!(env["request_scheme"], "https", "{env}");
+
+    let mut conn = TlsConn::open(addr, "site.test", ca.client(&[b"http/1.1"]));
+    let headers = conn.get("/headers", "site.test");
+    let seen: Value = serde_json::from_slice(&headers.body).unwrap();
+    let proto = seen["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| {
+            h[0].as_str()
+                .unwrap()
+                .eq_ignore_ascii_case("x-forwarded-proto")
+        })
+        .map(|h| h[1].clone());
+    assert_eq!(proto, Some(json!("https")), "{seen}");
+
+    // HTTP/1.1 Upgrade over TLS: the WebSocket handshake is tunnelled.
+    let mut ws_conn = TlsConn::open(addr, "site.test", ca.client(&[b"http/1.1"]));
+    let r = ws_conn.exchange_head(
+        b"GET /chat HTTP/1.1\r\nHost: site.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    );
+    assert_eq!(r.status, 101, "{:?}", r.headers);
+    assert_eq!(
+        r.header("sec-websocket-accept"),
+        Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    );
+}

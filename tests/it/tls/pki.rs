@@ -151,6 +151,13 @@ impl TlsConn {
             .map(<[u8]>::to_vec)
     }
 
+    /// Sends `bytes` and reads one answer's head.
+    pub fn exchange_head(&mut self, bytes: &[u8]) -> Response {
+        self.stream.get_mut().write_all(bytes).unwrap();
+        self.stream.get_mut().flush().unwrap();
+        read_response(&mut self.stream, true).expect("a response")
+    }
+
     pub fn get(&mut self, path: &str, host: &str) -> Response {
         let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n");
         self.stream.get_mut().write_all(req.as_bytes()).unwrap();
