@@ -32,6 +32,17 @@ pub fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(exit::FAILED);
     }
+    match crate::fd_limit::raise() {
+        Ok((before, after)) if before != after => {
+            tracing::info!(
+                before,
+                after,
+                "raised the open-file limit (RLIMIT_NOFILE) to its hard limit"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit (RLIMIT_NOFILE)"),
+    }
     // Requests are served by the workers; this runtime has the control API, the supervisor and health
     // checks. It is multi-threaded (one thread) so that a Python import check can block in place.
     let workers = args
@@ -70,7 +81,7 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     })?;
     let doc = initial_document(args.config.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
-    let control = ControlListener::bind(&control_addr)
+    let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
         .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
     let supervisor = Supervisor::new(&state_dir).map_err(|e| {

@@ -5,9 +5,9 @@
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use serde_json::{Value, json};
 
+use super::conn::RequestBody as Incoming;
 use crate::body::{self, Body};
 use crate::config::pointer::{self, EditError};
 use crate::engine::{ChangeError, ChangeOptions, Changed, Engine};
@@ -213,7 +213,7 @@ fn e_stale(current: &str) -> String {
     format!("The configuration changed since it was read; its ETag is now {current}.")
 }
 
-fn fail(status: StatusCode, error: &str, detail: Option<String>) -> Response<Body> {
+pub(super) fn fail(status: StatusCode, error: &str, detail: Option<String>) -> Response<Body> {
     let mut doc = json!({"error": error});
     if let Some(d) = detail {
         doc["detail"] = Value::String(d);

@@ -193,7 +193,8 @@ impl Rein {
 impl Drop for Rein {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            if self.child.is_some() {
+            // Only over the Unix socket: a rein whose API is on TCP would panic again here.
+            if self.child.is_some() && UnixStream::connect(self.control()).is_ok() {
                 let (_, config) = self.api("GET", "/config", None);
                 eprintln!("--- rein configuration ---\n{config:#}");
             }

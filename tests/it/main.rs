@@ -7,6 +7,7 @@ mod apps;
 mod bench;
 mod bench_reload;
 mod control;
+mod control_access;
 mod exec_shim;
 mod hostile;
 mod http;
