@@ -127,6 +127,9 @@ impl ControlListener {
                 let Some(released) = reserve.release() else {
                     return Err(e);
                 };
+                crate::log_limit::warn_limited!(
+                    "out of descriptors: a control connection is let in from the reserve"
+                );
                 Ok((self.accept_one().await?, Some(released)))
             }
             accepted => accepted.map(|a| (a, None)),

@@ -39,6 +39,17 @@ impl Rein {
 
     /// [`Rein::start_in`] with extra environment variables.
     pub fn start_in_env(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Rein {
+        Rein::start_through(dir, &[], args, env)
+    }
+
+    /// [`Rein::start_in_env`] through a wrapper: `wrapper` is the start of the command line, followed by
+    /// rein's path and arguments (`["sh", "-c", "ulimit -n 64 && exec \"$@\"", "sh"]`).
+    pub fn start_through(
+        dir: tempfile::TempDir,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Rein {
         let state = dir.path().join("state");
         let log = dir.path().join("rein.log");
         let empty = dir.path().join("empty.json");
@@ -53,7 +64,16 @@ impl Rein {
                 }
             })
             .collect();
-        let child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        let rein = env!("CARGO_BIN_EXE_rein");
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut c = Command::new(program);
+                c.args(wrapper_args).arg(rein);
+                c
+            }
+            None => Command::new(rein),
+        };
+        let child = command
             .arg("run")
             .arg("--state")
             .arg(&state)

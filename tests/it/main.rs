@@ -13,6 +13,7 @@ mod hostile;
 mod http;
 mod lifecycle;
 mod php;
+mod process;
 mod proxy;
 mod python;
 mod python_reload;

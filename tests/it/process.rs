@@ -1,0 +1,81 @@
+//! rein as a process among others: out of descriptors, on a state directory it cannot write, under signals
+//! an operator or a service manager may send, and killed outright with applications running.
+
+use std::net::TcpStream;
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::harness::{Rein, wait_for};
+
+/// Starts rein with at most `n` open descriptors (soft and hard: rein cannot raise it).
+fn start_with_fd_limit(n: u32) -> Rein {
+    let limit = format!("ulimit -n {n} && exec \"$@\"");
+    let wrapper = ["sh", "-c", limit.as_str(), "sh"];
+    let args = ["--config", "EMPTY", "--workers", "1"];
+    let rein = Rein::start_through(tempfile::tempdir().unwrap(), &wrapper, &args, &[]);
+    rein.wait_ready();
+    rein
+}
+
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+/// Clients holding every descriptor rein may open: the data plane stops accepting, the control API still
+/// answers (from its reserve), nothing spins, and the repeated accept failures make a few lines of log, not
+/// one per attempt.
+#[test]
+fn out_of_descriptors_the_control_api_answers_and_the_log_stays_small() {
+    let rein = start_with_fd_limit(64);
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let mut clients = Vec::new();
+    wait_for("rein to run out of descriptors", || {
+        clients.extend((0..8).filter_map(|_| TcpStream::connect(addr).ok()));
+        rein.log_text().contains("accept failed")
+    });
+    for _ in 0..3 {
+        let (status, body) = rein.api("GET", "/status", None);
+        assert_eq!(status, 200, "{body}");
+        assert!(body["connections"].is_object(), "{body}");
+    }
+    // The accept loops retry every 50 ms; after one interval of the rate limit, the next line says how many
+    // failures it stood for.
+    let started = Instant::now();
+    wait_for("a line counting the repeated failures", || {
+        rein.log_text().lines().any(|l| {
+            l.contains("accept failed") && l.contains("repeated=") && !l.contains("repeated=0")
+        })
+    });
+    let log = rein.log_text();
+    let lines = count(&log, "accept failed");
+    assert!(
+        lines <= 6,
+        "{lines} accept failure lines in {:?}:\n{log}",
+        started.elapsed()
+    );
+    assert!(log.contains("from the reserve"), "{log}");
+    let (status, _) = rein.api("GET", "/config", None);
+    assert_eq!(status, 200);
+    drop(clients);
+}
+
+#[test]
+fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
+    let wrapper = ["sh", "-c", "ulimit -S -n 100 && exec \"$@\"", "sh"];
+    let rein = Rein::start_through(
+        tempfile::tempdir().unwrap(),
+        &wrapper,
+        &["--config", "EMPTY"],
+        &[],
+    );
+    rein.wait_ready();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", rein.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[3], fields[4], "{line}");
+    assert_ne!(fields[3], "100", "{line}");
+}
