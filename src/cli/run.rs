@@ -84,12 +84,7 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
         .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
-    let supervisor = Supervisor::new(&state_dir).map_err(|e| {
-        format!(
-            "cannot prepare the application directories in {}: {e}",
-            state_dir.display()
-        )
-    })?;
+    let supervisor = Supervisor::new(&state_dir);
     let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
         .await
         .map_err(|e| format!("cannot start with this configuration: {e}"))?;

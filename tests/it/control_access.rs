@@ -275,3 +275,20 @@ fn the_control_socket_is_removed_at_stop_only_if_it_is_reins() {
     assert_eq!(rein.wait_exit().0, Some(0));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "someone else's");
 }
+
+/// A start that fails after the control socket is bound (here: a listener's port is taken) leaves no
+/// socket file behind.
+#[test]
+fn a_failed_start_leaves_no_control_socket() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rein.json");
+    let doc = json!({"listeners": {taken.local_addr().unwrap().to_string(): {"pass": "routes"}}, "routes": []});
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let file = file.display().to_string();
+    let mut rein = Rein::start_in(dir, &["--config", &file]);
+    let (code, stderr) = rein.wait_exit();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("Address already in use"), "{stderr}");
+    assert!(!rein.control().exists(), "a stale control socket was left");
+}

@@ -21,6 +21,8 @@ pub struct Rein {
     pub dir: tempfile::TempDir,
     pub state: PathBuf,
     pub log: PathBuf,
+    /// The control socket: `STATE/control.sock`, or the path of a `--control unix:PATH` argument.
+    control: PathBuf,
 }
 
 impl Rein {
@@ -87,16 +89,23 @@ impl Rein {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn rein");
+        let control = args
+            .iter()
+            .skip_while(|a| *a != "--control")
+            .nth(1)
+            .and_then(|a| a.strip_prefix("unix:"))
+            .map_or_else(|| state.join("control.sock"), PathBuf::from);
         Rein {
             child: Some(child),
             dir,
             state,
             log,
+            control,
         }
     }
 
     pub fn control(&self) -> PathBuf {
-        self.state.join("control.sock")
+        self.control.clone()
     }
 
     /// Waits until the control API answers.

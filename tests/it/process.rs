@@ -79,3 +79,55 @@ fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
     assert_eq!(fields[3], fields[4], "{line}");
     assert_ne!(fields[3], "100", "{line}");
 }
+
+/// A state directory that became read-only (a full disk, a remount, a container's read-only volume): rein
+/// starts on its saved configuration and serves it; only a change, which must be saved, is refused, and
+/// says why.
+#[test]
+fn a_read_only_state_directory_serves_and_refuses_only_changes() {
+    let mut rein = Rein::start();
+    let site = rein.dir.path().join("site.sock");
+    let config = json!({
+        "listeners": {format!("unix:{}", site.display()): {"pass": "routes"}},
+        "routes": [{"action": {"return": 207}}]
+    });
+    rein.configure(config.clone());
+    rein.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(rein.wait_exit().0, Some(0));
+
+    // In a mount namespace of its own, rein sees its state directory bound read-only over itself; its
+    // control socket is outside it. Root is not stopped by file modes, but is by a read-only mount.
+    let dir = std::mem::replace(&mut rein.dir, tempfile::tempdir().unwrap());
+    let state = dir.path().join("state").display().to_string();
+    let control = format!("unix:{}", dir.path().join("ctl.sock").display());
+    let script = format!(
+        "mount --bind '{state}' '{state}' && mount -o remount,ro,bind '{state}' && exec \"$@\""
+    );
+    let wrapper = ["unshare", "-m", "sh", "-c", script.as_str(), "sh"];
+    let rein = Rein::start_through(dir, &wrapper, &["--control", &control], &[]);
+    rein.wait_ready();
+
+    assert_eq!(rein.api("GET", "/config", None).1, config);
+    let mut stream = std::os::unix::net::UnixStream::connect(&site).unwrap();
+    std::io::Write::write_all(
+        &mut stream,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let resp = crate::harness::read_response(&mut std::io::BufReader::new(stream), false).unwrap();
+    assert_eq!(resp.status, 207);
+
+    let (status, body) = rein.api("PUT", "/config/routes/0/action/return", Some("208"));
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body["error"],
+        "Failed to save the configuration; nothing changed."
+    );
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("Read-only file system"), "{body}");
+    assert_eq!(rein.api("GET", "/config", None).1, config);
+    assert!(
+        rein.log_text()
+            .contains("serving the configuration without saving it")
+    );
+}
