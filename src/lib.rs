@@ -18,6 +18,7 @@ pub mod forwarded;
 #[cfg(test)]
 mod fuzz_rng;
 pub mod http1;
+pub(crate) mod log_file;
 pub(crate) mod log_limit;
 pub mod proxy;
 pub mod request;

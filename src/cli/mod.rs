@@ -3,6 +3,7 @@
 mod bench;
 mod client;
 mod run;
+mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

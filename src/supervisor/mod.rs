@@ -8,6 +8,7 @@
 
 pub mod conf;
 pub mod layout;
+mod leftovers;
 pub mod logs;
 mod machine;
 pub mod php;
@@ -41,6 +42,8 @@ pub struct Paths {
     pub node: Option<(PathBuf, PathBuf)>,
     /// rein's Python adapter, for `"type": "python"` apps.
     pub python_adapter: PathBuf,
+    /// Where running instances are recorded ([`leftovers`]).
+    pub pids: PathBuf,
 }
 
 /// The supervisor's directories under `state_dir`, and the Python adapter.
@@ -48,6 +51,7 @@ fn prepare(state_dir: &Path) -> std::io::Result<()> {
     let run = state_dir.join("run");
     layout::dir(&run, layout::TRAVERSABLE)?;
     layout::dir(&run.join(layout::SOCKETS), layout::PRIVATE)?;
+    layout::dir(&run.join(leftovers::DIR), layout::PRIVATE)?;
     layout::dir(&state_dir.join("logs"), layout::PRIVATE)?;
     layout::dir(&run.join("python"), layout::READABLE)?;
     layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)
@@ -92,6 +96,10 @@ impl Supervisor {
         let run = state_dir.join("run");
         if let Err(e) = prepare(state_dir) {
             tracing::error!(dir = %state_dir.display(), error = %e, "cannot prepare the applications' directories: applications cannot start until it can be written");
+        }
+        let stopped = leftovers::stop_all(&run.join(leftovers::DIR));
+        if !stopped.is_empty() {
+            tracing::warn!(groups = ?stopped, "stopped application processes a previous rein left running");
         }
         Supervisor {
             dir: state_dir.to_owned(),
@@ -237,6 +245,7 @@ impl Supervisor {
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
+            pids: self.dir.join("run").join(leftovers::DIR),
         }
     }
 

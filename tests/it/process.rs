@@ -131,3 +131,32 @@ fn a_read_only_state_directory_serves_and_refuses_only_changes() {
             .contains("serving the configuration without saving it")
     );
 }
+
+/// Signals a service manager or an operator may send, which ask nothing of rein: it carries on serving.
+#[test]
+fn signals_that_ask_nothing_do_not_end_rein() {
+    use nix::sys::signal::Signal;
+    let mut rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    for sig in [
+        Signal::SIGUSR2,
+        Signal::SIGWINCH,
+        Signal::SIGPIPE,
+        Signal::SIGALRM,
+        Signal::SIGIO,
+        Signal::SIGPWR,
+        Signal::SIGVTALRM,
+        Signal::SIGPROF,
+        Signal::SIGXFSZ,
+        Signal::SIGUSR1,
+    ] {
+        rein.signal(sig);
+        assert_eq!(crate::harness::get(addr, "/").status, 200, "after {sig}");
+    }
+    wait_for("the signals to be logged", || {
+        let log = rein.log_text();
+        log.contains("SIGUSR2") && log.contains("SIGXFSZ") && log.contains("SIGUSR1")
+    });
+    rein.signal(Signal::SIGTERM);
+    assert_eq!(rein.wait_exit().0, Some(0));
+}
