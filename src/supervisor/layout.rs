@@ -10,6 +10,7 @@
 //! | `STATE/run/` | 0711 | the same |
 //! | `STATE/run/node/`, `STATE/run/python/` | 0755, files 0644 | read by the apps' users |
 //! | `STATE/run/apps/NAME/` | `apps/` 0700 | the instances' sockets (an app gets its own as fd 3, never needs the path; no one else may connect by path) and PHP-FPM's configurations (read by its master, which stays root) |
+//! | `STATE/run/pids/` | 0700 | the running instances, for the next rein to stop if this one is killed ([`super::leftovers`]) |
 //! | `STATE/logs/` | 0700 | written by rein through pipes; read by `rein logs` as rein's user |
 //!
 //! The modes are set on every start, whatever the umask and whatever an older rein left: these directories
