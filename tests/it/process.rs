@@ -96,14 +96,15 @@ fn a_read_only_state_directory_serves_and_refuses_only_changes() {
     assert_eq!(rein.wait_exit().0, Some(0));
 
     // In a mount namespace of its own, rein sees its state directory bound read-only over itself; its
-    // control socket is outside it. Root is not stopped by file modes, but is by a read-only mount.
+    // control socket is outside it. Root is not stopped by file modes, but is by a read-only mount
+    // (`unshare -rm`: a user namespace makes it work without root too).
     let dir = std::mem::replace(&mut rein.dir, tempfile::tempdir().unwrap());
     let state = dir.path().join("state").display().to_string();
     let control = format!("unix:{}", dir.path().join("ctl.sock").display());
     let script = format!(
         "mount --bind '{state}' '{state}' && mount -o remount,ro,bind '{state}' && exec \"$@\""
     );
-    let wrapper = ["unshare", "-m", "sh", "-c", script.as_str(), "sh"];
+    let wrapper = ["unshare", "-rm", "sh", "-c", script.as_str(), "sh"];
     let rein = Rein::start_through(dir, &wrapper, &["--control", &control], &[]);
     rein.wait_ready();
 
