@@ -27,7 +27,7 @@ impl Target {
         let ControlAddr::Tcp(addr) = &self.addr else {
             return Ok(vec![("host", "localhost".to_owned())]);
         };
-        let mut headers = vec![("host", addr.to_string())];
+        let mut headers = vec![("host", host(*addr))];
         let from_env = std::env::var("REIN_TOKEN").ok();
         let token = match from_env.as_deref().and_then(token::parse) {
             Some(t) => Some(t.to_owned()),
@@ -38,6 +38,19 @@ impl Target {
         }
         Ok(headers)
     }
+}
+
+/// The `Host` of a request to `addr`. A connection to an unspecified address (`0.0.0.0:8443`, rein's own
+/// `--control` given to the CLI as it is) reaches the loopback address, which is what the API sees.
+fn host(addr: std::net::SocketAddr) -> String {
+    let mut reached = addr;
+    if addr.ip().is_unspecified() {
+        reached.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    reached.to_string()
 }
 
 pub fn show(target: &Target, path: &str) -> ExitCode {
@@ -159,4 +172,16 @@ where
         .map_err(std::io::Error::other)?
         .to_bytes();
     Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_host_names_the_address_reached() {
+        let host = |a: &str| super::host(a.parse().unwrap());
+        assert_eq!(host("127.0.0.1:8443"), "127.0.0.1:8443");
+        assert_eq!(host("0.0.0.0:8443"), "127.0.0.1:8443");
+        assert_eq!(host("[::]:8443"), "[::1]:8443");
+        assert_eq!(host("10.1.2.3:9"), "10.1.2.3:9");
+    }
 }

@@ -108,6 +108,8 @@ impl ControlListener {
             match accepted {
                 Ok((conn, released)) => {
                     tokio::spawn(serve_conn(conn, engine.clone(), released));
+                    // A spare that could not be reopened when its connection ended is tried again here.
+                    reserve.refill();
                 }
                 Err(e) => {
                     crate::log_limit::warn_limited!(error = %e, "control socket accept failed");
