@@ -14,9 +14,11 @@ python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
 command -v node >/dev/null || packages+=(nodejs)
 compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
 # `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed);
-# `ss` (iproute2 too): the backlog test reads the listening sockets' queue limits.
+# `ss` (iproute2 too): the backlog test reads the listening sockets' queue limits; `mount`: the read-only state
+# directory test binds it read-only in a mount namespace of rein's own.
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=(iproute2)
 command -v unshare >/dev/null || packages+=(util-linux)
+command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

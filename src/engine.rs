@@ -166,7 +166,16 @@ impl Engine {
         // The new document is written and fsynced before anything changes: a full disk or an unwritable state
         // directory refuses the change while the old listeners, connections and applications are untouched.
         let pending = match &self.state {
-            Some(state) => Some(state.prepare(&doc)?),
+            Some(state) => match state.prepare(&doc) {
+                Ok(pending) => Some(pending),
+                // The first document is served even if it cannot be saved (a read-only or full state
+                // directory): it is the saved one, or `--config`'s. Changes are refused until saving works.
+                Err(e) if opts.startup => {
+                    tracing::error!(error = %e, "serving the configuration without saving it: changes will be refused until the state directory can be written");
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
             None => None,
         };
         self.server

@@ -13,10 +13,13 @@ pub mod config;
 pub mod control;
 pub mod engine;
 pub mod fastcgi;
+pub(crate) mod fd_limit;
 pub mod forwarded;
 #[cfg(test)]
 mod fuzz_rng;
 pub mod http1;
+pub(crate) mod log_file;
+pub(crate) mod log_limit;
 pub mod proxy;
 pub mod request;
 pub mod route;

@@ -17,7 +17,7 @@ use crate::route::fields;
 use crate::route::matcher::normalized_host;
 
 mod format;
-use format::{clf_time, request_id, seconds_millis, version_name};
+use format::{clf_time, log_escape_into, request_id, seconds_millis, version_name};
 
 /// What variables are evaluated against: the request, and the response once there is one.
 #[derive(Debug, Clone, Copy)]
@@ -139,9 +139,19 @@ impl Template {
         self.expand(ctx, out, "");
     }
 
-    /// Appends the expansion to `out`, absent fields as `-`, the way Unit writes its access log.
+    /// Appends the expansion to `out`, absent fields as `-`, the way Unit writes its access log. Each value is
+    /// escaped as nginx escapes log values ([`log_escape_into`]): a client's bytes never end a line or a
+    /// quoted field.
     pub fn render_log_into(&self, ctx: &VarContext<'_>, out: &mut String) {
-        self.expand(ctx, out, "-");
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Var(v) => match v.value(ctx) {
+                    Some(value) => log_escape_into(out, &value),
+                    None => out.push('-'),
+                },
+            }
+        }
     }
 
     fn expand(&self, ctx: &VarContext<'_>, out: &mut String, absent: &str) {

@@ -63,6 +63,9 @@ pub struct Config {
     pub app: String,
     /// rein's control API.
     pub control: ControlAddr,
+    /// `Host` and `Authorization` for the control API (its TCP address and token); `Host: localhost` when
+    /// empty.
+    pub control_headers: Vec<(&'static str, String)>,
     /// Where the load goes; `None`: the first listener whose `pass` is `applications/APP`.
     pub target: Option<Target>,
     pub connections: usize,
@@ -84,6 +87,7 @@ impl Config {
             trigger,
             app: app.into(),
             control,
+            control_headers: Vec::new(),
             target: None,
             connections: 10,
             duration: Duration::from_secs(10),
@@ -253,6 +257,7 @@ pub async fn drive(config: &Config) -> Result<Report, Error> {
     config.validate().map_err(Error::Invalid)?;
     let control = Control {
         addr: config.control.clone(),
+        headers: config.control_headers.clone(),
     };
     let app_path = format!("/status/applications/{}", segment(&config.app));
     let (status, _) = control.get(&app_path).await?;

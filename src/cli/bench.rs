@@ -138,6 +138,7 @@ fn bench_app(trigger: Trigger, args: AppArgs) -> ExitCode {
 
 fn app_config(trigger: Trigger, args: &AppArgs) -> Result<reload::Config, String> {
     let mut config = reload::Config::new(trigger, &args.app, args.control.control_addr());
+    config.control_headers = args.control.client().headers().map_err(|e| e.to_string())?;
     config.target = args.url.as_deref().map(str::parse).transpose()?;
     config.connections = args.connections;
     config.duration = seconds(args.duration, "--duration")?;

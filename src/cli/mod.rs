@@ -3,6 +3,7 @@
 mod bench;
 mod client;
 mod run;
+mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +70,10 @@ pub struct ControlArgs {
     /// The state directory (saved configuration, control socket)
     #[arg(long, env = "REIN_STATE", global = true)]
     state: Option<PathBuf>,
+    /// The control API's token over TCP [default: STATE/control.token]; a client may give the token itself
+    /// in REIN_TOKEN instead
+    #[arg(long, env = "REIN_TOKEN_FILE", global = true)]
+    token_file: Option<PathBuf>,
 }
 
 impl ControlArgs {
@@ -80,6 +85,20 @@ impl ControlArgs {
         self.control
             .clone()
             .unwrap_or_else(|| ControlAddr::Unix(self.state_dir().join("control.sock")))
+    }
+
+    fn token_file(&self) -> PathBuf {
+        self.token_file
+            .clone()
+            .unwrap_or_else(|| self.state_dir().join(crate::control::token::FILE))
+    }
+
+    /// Where a client finds the API and what it presents.
+    fn client(&self) -> client::Target {
+        client::Target {
+            addr: self.control_addr(),
+            token_file: self.token_file(),
+        }
     }
 }
 
@@ -154,11 +173,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Status(control) => client::show(&control.control_addr(), "/status"),
+        Command::Status(control) => client::show(&control.client(), "/status"),
         Command::Config(cmd) => config(cmd),
         Command::Bench(args) => bench::run(args),
         Command::Reload { name, control } => client::show(
-            &control.control_addr(),
+            &control.client(),
             &format!("/control/applications/{}/restart", encode_segment(&name)),
         ),
         Command::Logs {
@@ -172,7 +191,7 @@ pub fn main() -> ExitCode {
 fn config(cmd: ConfigCommand) -> ExitCode {
     match cmd {
         ConfigCommand::Get { path, control } => client::show(
-            &control.control_addr(),
+            &control.client(),
             &config_path(path.as_deref().unwrap_or("")),
         ),
         ConfigCommand::Set {
@@ -186,10 +205,10 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             if dry_run {
                 target.push_str("?dry_run");
             }
-            client::put(&control.control_addr(), &target, &file, if_match.as_deref())
+            client::put(&control.client(), &target, &file, if_match.as_deref())
         }
         ConfigCommand::Delete { path, control } => client::send(
-            &control.control_addr(),
+            &control.client(),
             http::Method::DELETE,
             &config_path(&path),
             None,

@@ -2,8 +2,8 @@
 //!
 //! The first configuration comes from `--config` if given, else from the state directory, else the embedded
 //! default. SIGHUP re-reads `--config` through the same validation as the API and reloads every application;
-//! SIGTERM, SIGINT and SIGQUIT stop accepting, let in-flight requests finish and stop the applications, all
-//! within `--stop-timeout`, and exit.
+//! SIGUSR1 reopens the log files; SIGTERM, SIGINT and SIGQUIT stop accepting, let in-flight requests finish
+//! and stop the applications, all within `--stop-timeout`, and exit ([`super::signals`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,25 +12,40 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use super::signals::{Asked, Signals};
 use super::{RunArgs, exit};
 use crate::config::default_document;
 use crate::control::ControlListener;
 use crate::engine::{ChangeOptions, Engine};
+use crate::log_file::Reopenable;
 use crate::server::Server;
 use crate::state::StateDir;
 use crate::supervisor::Supervisor;
 use crate::supervisor::conf::AppConf;
 
 pub fn run(args: RunArgs) -> ExitCode {
-    if let Err(e) = init_logging(args.log.as_deref()) {
-        eprintln!(
-            "rein: cannot open the log {}: {e}",
-            args.log.as_deref().unwrap_or(Path::new("")).display()
-        );
-        return ExitCode::from(exit::FAILED);
+    let own_log = match init_logging(args.log.as_deref()) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!(
+                "rein: cannot open the log {}: {e}",
+                args.log.as_deref().unwrap_or(Path::new("")).display()
+            );
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    match crate::fd_limit::raise() {
+        Ok((before, after)) if before != after => {
+            tracing::info!(
+                before,
+                after,
+                "raised the open-file limit (RLIMIT_NOFILE) to its hard limit"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit (RLIMIT_NOFILE)"),
     }
     // Requests are served by the workers; this runtime has the control API, the supervisor and health
     // checks. It is multi-threaded (one thread) so that a Python import check can block in place.
@@ -47,7 +62,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(serve(args, own_log)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => fail(message),
     }
@@ -59,7 +74,7 @@ fn fail(message: String) -> ExitCode {
     ExitCode::from(exit::FAILED)
 }
 
-async fn serve(args: RunArgs) -> Result<(), String> {
+async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), String> {
     let signals = Signals::install()?;
     let state_dir = args.control.state_dir();
     let state = StateDir::open(&state_dir).map_err(|e| {
@@ -70,15 +85,10 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     })?;
     let doc = initial_document(args.config.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
-    let control = ControlListener::bind(&control_addr)
+    let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
         .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
-    let supervisor = Supervisor::new(&state_dir).map_err(|e| {
-        format!(
-            "cannot prepare the application directories in {}: {e}",
-            state_dir.display()
-        )
-    })?;
+    let supervisor = Supervisor::new(&state_dir);
     let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
         .await
         .map_err(|e| format!("cannot start with this configuration: {e}"))?;
@@ -90,7 +100,7 @@ async fn serve(args: RunArgs) -> Result<(), String> {
     let stop = CancellationToken::new();
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
-    wait_for_stop(&engine, args.config.as_deref(), signals).await;
+    wait_for_stop(&engine, args.config.as_deref(), own_log.as_ref(), signals).await;
 
     stop_within(&engine, Duration::from_secs_f64(args.stop_timeout.max(0.0))).await;
     stop.cancel();
@@ -142,38 +152,34 @@ fn read_config(path: &Path) -> Result<Value, String> {
     serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
 }
 
-/// The signals rein answers. They are installed first thing, before anything is bound or served: one that came
-/// while rein starts would otherwise meet its default action, which for SIGHUP (a log rotation, a reload
-/// script) is to end rein on the spot. Caught early, it is handled once rein runs.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals, String> {
-        let sig = |kind| signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"));
-        Ok(Signals {
-            term: sig(SignalKind::terminate())?,
-            int: sig(SignalKind::interrupt())?,
-            quit: sig(SignalKind::quit())?,
-            hup: sig(SignalKind::hangup())?,
-        })
-    }
-}
-
-/// Serves signals until one asks to stop; SIGHUP reloads `--config` on the way.
-async fn wait_for_stop(engine: &Arc<Engine>, config: Option<&Path>, mut signals: Signals) {
+/// Serves signals until one asks to stop: SIGHUP reloads `--config`, SIGUSR1 reopens the logs.
+async fn wait_for_stop(
+    engine: &Arc<Engine>,
+    config: Option<&Path>,
+    own_log: Option<&Reopenable>,
+    mut signals: Signals,
+) {
     loop {
-        tokio::select! {
-            _ = signals.term.recv() => return,
-            _ = signals.int.recv() => return,
-            _ = signals.quit.recv() => return,
-            _ = signals.hup.recv() => reload(engine, config).await,
+        match signals.next().await {
+            Asked::Stop => return,
+            Asked::Reload => reload(engine, config).await,
+            Asked::ReopenLogs => reopen_logs(engine, own_log),
         }
     }
+}
+
+/// SIGUSR1: rein's own log, the access log and the applications' logs are opened again at their paths.
+fn reopen_logs(engine: &Engine, own_log: Option<&Reopenable>) {
+    if let Some(log) = own_log
+        && let Err(e) = log.reopen()
+    {
+        tracing::error!(path = %log.path().display(), error = %e, "SIGUSR1: cannot reopen rein's log; writing to the old file");
+    }
+    engine.server().reopen_access_log();
+    for e in crate::supervisor::logs::reopen_all() {
+        tracing::error!(error = %e, "SIGUSR1: cannot reopen an application's log");
+    }
+    tracing::info!("SIGUSR1: log files reopened");
 }
 
 /// SIGHUP: re-reads `--config` (if given), then reloads every application once: one that the re-read changed
@@ -244,22 +250,20 @@ async fn reread(engine: &Engine, config: Option<&Path>) {
     }
 }
 
-fn init_logging(file: Option<&Path>) -> std::io::Result<()> {
+/// rein's own log: standard error, or `--log` (which SIGUSR1 reopens).
+fn init_logging(file: Option<&Path>) -> std::io::Result<Option<Reopenable>> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match file {
         Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            builder
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .init();
+            let log = Reopenable::open(path)?;
+            builder.with_ansi(false).with_writer(log.clone()).init();
+            Ok(Some(log))
         }
-        None => builder.with_writer(std::io::stderr).init(),
+        None => {
+            builder.with_writer(std::io::stderr).init();
+            Ok(None)
+        }
     }
-    Ok(())
 }

@@ -5,9 +5,9 @@
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use serde_json::{Value, json};
 
+use super::conn::RequestBody as Incoming;
 use crate::body::{self, Body};
 use crate::config::pointer::{self, EditError};
 use crate::engine::{ChangeError, ChangeOptions, Changed, Engine};

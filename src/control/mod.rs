@@ -1,20 +1,35 @@
 //! The control API: Unit's REST interface to the configuration and status, on a Unix socket (mode 0600) or a
 //! TCP address.
+//!
+//! Over TCP every request needs the bearer token and must name the control address ([`guard`]); both
+//! transports close slow and idle clients ([`conn`]). The accept loop never spins: an error backs off, and
+//! when descriptors run out a few kept in [`reserve`] let the operator in while the data plane is full.
 
 mod api;
 mod certificates;
+mod conn;
+mod guard;
+mod reserve;
+pub(crate) mod token;
+mod unix_socket;
 
-use std::os::unix::fs::PermissionsExt;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
+use conn::Peer;
+use guard::Guard;
+use reserve::{Released, Reserve};
+use unix_socket::OwnedSocket;
+
+/// The pause after a failed accept: the connection stays queued, and trying again at once would spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Where the control API listens: `unix:/path` or `IP:PORT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,102 +60,124 @@ impl std::fmt::Display for ControlAddr {
     }
 }
 
-pub enum ControlListener {
-    Unix(UnixListener, PathBuf),
-    Tcp(TcpListener),
+/// Why the control API could not start listening.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BindError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Token(#[from] token::TokenError),
+}
+
+/// A bound control socket, not yet serving.
+pub(crate) struct ControlListener(Listening);
+
+enum Listening {
+    Unix(OwnedSocket),
+    Tcp(TcpListener, Arc<Guard>),
 }
 
 impl ControlListener {
-    /// Binds the control socket; a Unix socket is made readable and writable by its owner only.
-    pub async fn bind(addr: &ControlAddr) -> std::io::Result<ControlListener> {
+    /// Binds the control socket: a Unix socket readable and writable by its owner only, or a TCP address whose
+    /// clients must present the token in `token_file` (created if missing).
+    pub(crate) async fn bind(
+        addr: &ControlAddr,
+        token_file: &Path,
+    ) -> Result<ControlListener, BindError> {
         match addr {
             ControlAddr::Unix(path) => {
-                if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::AddrInUse,
-                        format!("another process already serves {}", path.display()),
-                    ));
-                }
-                let listener = bind_private(path)?;
-                Ok(ControlListener::Unix(listener, path.clone()))
+                Ok(ControlListener(Listening::Unix(OwnedSocket::bind(path)?)))
             }
-            ControlAddr::Tcp(sa) => Ok(ControlListener::Tcp(TcpListener::bind(sa).await?)),
+            ControlAddr::Tcp(sa) => {
+                let token = token::load_or_create(token_file)?;
+                let listener = TcpListener::bind(sa).await?;
+                warn_if_exposed(*sa);
+                let guard = Arc::new(Guard::new(token));
+                Ok(ControlListener(Listening::Tcp(listener, guard)))
+            }
         }
     }
 
-    /// Serves the API until `stop` fires.
-    pub async fn serve(self, engine: Arc<Engine>, stop: CancellationToken) {
+    /// Serves the API until `stop` fires; a Unix socket's file is removed then.
+    pub(crate) async fn serve(self, engine: Arc<Engine>, stop: CancellationToken) {
+        let reserve = Reserve::new();
         loop {
-            let engine = engine.clone();
-            tokio::select! {
+            let accepted = tokio::select! {
                 _ = stop.cancelled() => break,
-                accepted = self.accept_one(engine) => {
-                    if let Err(e) = accepted {
-                        tracing::warn!(error = %e, "control socket accept failed");
-                    }
+                accepted = self.accept(&reserve) => accepted,
+            };
+            match accepted {
+                Ok((conn, released)) => {
+                    tokio::spawn(serve_conn(conn, engine.clone(), released));
+                    // A spare that could not be reopened when its connection ended is tried again here.
+                    reserve.refill();
+                }
+                Err(e) => {
+                    crate::log_limit::warn_limited!(error = %e, "control socket accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             }
         }
-        if let ControlListener::Unix(_, path) = &self {
-            remove(path);
+    }
+
+    /// The next connection. Out of descriptors, one is taken from the reserve for it.
+    async fn accept(
+        &self,
+        reserve: &Arc<Reserve>,
+    ) -> std::io::Result<(Accepted, Option<Released>)> {
+        match self.accept_one().await {
+            Err(e) if reserve::out_of_descriptors(&e) => {
+                let Some(released) = reserve.release() else {
+                    return Err(e);
+                };
+                crate::log_limit::warn_limited!(
+                    "out of descriptors: a control connection is let in from the reserve"
+                );
+                Ok((self.accept_one().await?, Some(released)))
+            }
+            accepted => accepted.map(|a| (a, None)),
         }
     }
 
-    async fn accept_one(&self, engine: Arc<Engine>) -> std::io::Result<()> {
-        match self {
-            ControlListener::Unix(l, _) => {
-                let (s, _) = l.accept().await?;
-                tokio::spawn(serve_conn(TokioIo::new(s), engine));
+    async fn accept_one(&self) -> std::io::Result<Accepted> {
+        match &self.0 {
+            Listening::Unix(socket) => {
+                let (s, _) = socket.listener.accept().await?;
+                Ok(Accepted::Unix(s))
             }
-            ControlListener::Tcp(l) => {
+            Listening::Tcp(l, guard) => {
                 let (s, _) = l.accept().await?;
-                tokio::spawn(serve_conn(TokioIo::new(s), engine));
+                let local = s.local_addr()?;
+                Ok(Accepted::Tcp(s, guard.clone(), local))
             }
         }
-        Ok(())
     }
 }
 
-/// Binds a Unix socket at `path` that never exists with a mode wider than 0600.
-///
-/// `bind` creates the file with the process's umask, so a bind then chmod would leave a moment in which others
-/// may connect. A temporary umask would close it but is process-wide: another thread creating a file meanwhile
-/// would get the narrowed mode. Instead the socket is bound inside a fresh 0700 directory beside `path` (no one
-/// else can reach it there), made 0600, and renamed into place, which is atomic, keeps the mode and replaces a
-/// stale socket file left by a rein that did not stop cleanly.
-fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::DirBuilderExt;
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // Short, so that the staged path fits a socket address (108 bytes) about as well as `path` itself.
-    let private = parent.join(format!(".rein.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&private);
-    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
-    let staged = private.join("s");
-    let bound = UnixListener::bind(&staged).and_then(|listener| {
-        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
-        std::fs::rename(&staged, path)?;
-        Ok(listener)
-    });
-    let _ = std::fs::remove_dir_all(&private);
-    bound
+enum Accepted {
+    Unix(UnixStream),
+    Tcp(TcpStream, Arc<Guard>, SocketAddr),
 }
 
-fn remove(path: &Path) {
-    let _ = std::fs::remove_file(path);
+/// Serves one connection; a descriptor taken from the reserve goes back when it ends.
+async fn serve_conn(conn: Accepted, engine: Arc<Engine>, released: Option<Released>) {
+    match conn {
+        Accepted::Unix(s) => conn::serve(TokioIo::new(s), engine, Peer::Local).await,
+        Accepted::Tcp(s, guard, local) => {
+            let peer = Peer::Tcp { guard, local };
+            conn::serve(TokioIo::new(s), engine, peer).await;
+        }
+    }
+    drop(released);
 }
 
-async fn serve_conn<I>(io: I, engine: Arc<Engine>)
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let svc = service_fn(move |req| {
-        let engine = engine.clone();
-        async move { Ok::<_, std::convert::Infallible>(api::handle(req, &engine).await) }
-    });
-    if let Err(e) = http1::Builder::new().serve_connection(io, svc).await {
-        tracing::debug!(error = %e, "control connection ended with an error");
+/// A control API that other machines can reach is a root shell for anyone who learns the token: say so.
+fn warn_if_exposed(addr: SocketAddr) {
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            control = %addr,
+            "the control API listens on a non-loopback address: other machines can reach it, and its \
+             token travels in clear text; prefer the Unix socket or a loopback address"
+        );
     }
 }

@@ -135,7 +135,7 @@ pub async fn accept_loop(
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning; the kernel keeps the queue.
-                tracing::warn!(listener = %addr, error = %e, "accept failed");
+                crate::log_limit::warn_limited!(listener = %addr, error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

@@ -217,6 +217,14 @@ impl Server {
         })
     }
 
+    /// Opens the access log again at its path, after the lines already queued (SIGUSR1: logrotate renamed
+    /// it).
+    pub fn reopen_access_log(&self) {
+        if let Some(sink) = &self.shared.current.load().access_log {
+            sink.reopen();
+        }
+    }
+
     /// The addresses listeners are bound to, by listener name (a `:0` port shows the port chosen).
     pub async fn bound_addresses(&self) -> BTreeMap<String, String> {
         let running = self.listeners.lock().await;

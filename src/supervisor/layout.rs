@@ -10,6 +10,7 @@
 //! | `STATE/run/` | 0711 | the same |
 //! | `STATE/run/node/`, `STATE/run/python/` | 0755, files 0644 | read by the apps' users |
 //! | `STATE/run/apps/NAME/` | `apps/` 0700 | the instances' sockets (an app gets its own as fd 3, never needs the path; no one else may connect by path) and PHP-FPM's configurations (read by its master, which stays root) |
+//! | `STATE/run/pids/` | 0700 | the running instances, for the next rein to stop if this one is killed ([`super::leftovers`]) |
 //! | `STATE/logs/` | 0700 | written by rein through pipes; read by `rein logs` as rein's user |
 //!
 //! The modes are set on every start, whatever the umask and whatever an older rein left: these directories
@@ -32,15 +33,26 @@ pub const READABLE: u32 = 0o755;
 /// rein's user's only.
 pub const PRIVATE: u32 = 0o700;
 
-/// Creates `path` (and its parents) if needed, and gives it `mode`.
+/// Creates `path` (and its parents) if needed, and gives it `mode`. A directory that has it already is not
+/// touched, so a read-only state directory prepared by an earlier run passes.
 pub fn dir(path: &Path, mode: u32) -> io::Result<()> {
     let context = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     std::fs::create_dir_all(path).map_err(context)?;
+    let current = std::fs::metadata(path).map_err(context)?.mode() & 0o7777;
+    if current == mode {
+        return Ok(());
+    }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(context)
 }
 
-/// Writes `text` to `path` atomically (a temporary file renamed over it), readable by all (0644).
+/// Writes `text` to `path` atomically (a temporary file renamed over it), readable by all (0644). A file that
+/// holds `text` with that mode already is left as it is (nothing to write on a read-only state directory).
 pub fn write_readable(path: &Path, text: &str) -> io::Result<()> {
+    let same = std::fs::metadata(path).is_ok_and(|m| m.mode() & 0o7777 == 0o644)
+        && std::fs::read(path).is_ok_and(|t| t == text.as_bytes());
+    if same {
+        return Ok(());
+    }
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text)?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;

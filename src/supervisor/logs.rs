@@ -159,14 +159,40 @@ fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
     }
 }
 
+impl LogFile {
+    /// Opens the path again (an external rotation renamed the file): the next bytes go to the file now there,
+    /// created if need be, and the size counts from its length.
+    pub fn reopen(&mut self) -> io::Result<()> {
+        let file = open_append(&self.path)?;
+        self.size = file.metadata()?.len();
+        self.file = file;
+        Ok(())
+    }
+}
+
+/// Every app log open in this process.
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Mutex<LogFile>>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Mutex<LogFile>>>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// Opens every app log again at its path (SIGUSR1, after logrotate renamed them); returns the failures.
+pub fn reopen_all() -> Vec<io::Error> {
+    let open: Vec<Arc<Mutex<LogFile>>> = registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .filter_map(Weak::upgrade)
+        .collect();
+    open.iter()
+        .filter_map(|log| log.lock().unwrap_or_else(|e| e.into_inner()).reopen().err())
+        .collect()
+}
+
 /// The one [`LogFile`] of `path` in this process, opened on first use. The rotation of the first opener wins
 /// until every user has dropped it.
 pub fn shared(path: &Path, rotation: Rotation) -> io::Result<Arc<Mutex<LogFile>>> {
-    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Mutex<LogFile>>>>> = OnceLock::new();
-    let mut open = OPEN
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut open = registry().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(log) = open.get(path).and_then(Weak::upgrade) {
         return Ok(log);
     }

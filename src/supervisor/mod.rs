@@ -8,6 +8,7 @@
 
 pub mod conf;
 pub mod layout;
+mod leftovers;
 pub mod logs;
 mod machine;
 pub mod php;
@@ -41,6 +42,19 @@ pub struct Paths {
     pub node: Option<(PathBuf, PathBuf)>,
     /// rein's Python adapter, for `"type": "python"` apps.
     pub python_adapter: PathBuf,
+    /// Where running instances are recorded ([`leftovers`]).
+    pub pids: PathBuf,
+}
+
+/// The supervisor's directories under `state_dir`, and the Python adapter.
+fn prepare(state_dir: &Path) -> std::io::Result<()> {
+    let run = state_dir.join("run");
+    layout::dir(&run, layout::TRAVERSABLE)?;
+    layout::dir(&run.join(layout::SOCKETS), layout::PRIVATE)?;
+    layout::dir(&run.join(leftovers::DIR), layout::PRIVATE)?;
+    layout::dir(&state_dir.join("logs"), layout::PRIVATE)?;
+    layout::dir(&run.join("python"), layout::READABLE)?;
+    layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)
 }
 
 /// What `/status` shows of an application, refreshed by its runner.
@@ -75,20 +89,23 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// A supervisor keeping its files under `state_dir` (the layout: [`layout`]).
-    pub fn new(state_dir: &Path) -> std::io::Result<Supervisor> {
+    /// A supervisor keeping its files under `state_dir` (the layout: [`layout`]). A state directory that
+    /// cannot be prepared (read-only, full) does not stop rein: what needs no application is served, and each
+    /// application fails to start with its own error until the directory can be written.
+    pub fn new(state_dir: &Path) -> Supervisor {
         let run = state_dir.join("run");
-        layout::dir(&run, layout::TRAVERSABLE)?;
-        layout::dir(&run.join(layout::SOCKETS), layout::PRIVATE)?;
-        layout::dir(&state_dir.join("logs"), layout::PRIVATE)?;
-        let node = spawn::install_node_support(&run).ok();
-        layout::dir(&run.join("python"), layout::READABLE)?;
-        layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)?;
-        Ok(Supervisor {
+        if let Err(e) = prepare(state_dir) {
+            tracing::error!(dir = %state_dir.display(), error = %e, "cannot prepare the applications' directories: applications cannot start until it can be written");
+        }
+        let stopped = leftovers::stop_all(&run.join(leftovers::DIR));
+        if !stopped.is_empty() {
+            tracing::warn!(groups = ?stopped, "stopped application processes a previous rein left running");
+        }
+        Supervisor {
             dir: state_dir.to_owned(),
-            node,
+            node: spawn::install_node_support(&run).ok(),
             apps: Mutex::new(BTreeMap::new()),
-        })
+        }
     }
 
     fn python_adapter(&self) -> PathBuf {
@@ -228,6 +245,7 @@ impl Supervisor {
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
+            pids: self.dir.join("run").join(leftovers::DIR),
         }
     }
 

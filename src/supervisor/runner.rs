@@ -257,6 +257,7 @@ impl Runner {
         let spec = self.spec(addr.clone())?;
         let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(|e| e.to_string())?;
         let pid = spawned.child.id().ok_or("the process exited at once")?;
+        super::leftovers::record(&self.paths.pids, pid);
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
         let cancel = CancellationToken::new();
         self.watch_exit(id, spawned.child, spawned.stderr, spawned.stderr_tail);
@@ -296,12 +297,14 @@ impl Runner {
     ) {
         let events = self.events.clone();
         let leader = child.id();
+        let pids = self.paths.pids.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
             // What the instance left behind (workers of a killed master, stray grandchildren) goes with it:
             // it would hold the socket and serve requests nobody supervises.
             if let Some(pid) = leader {
                 let _ = spawn::signal_group(pid, Signal::SIGKILL);
+                super::leftovers::forget(&pids, pid);
             }
             // Its last words may still be in the pipe: the pump ends as soon as the group is gone, within a
             // millisecond or so; bounded (an escaped grandchild may hold the pipe) so that a crash still

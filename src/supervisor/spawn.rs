@@ -6,7 +6,8 @@
 //!   for a stream the app's `stdout`/`stderr` discards), the user switch when rein is root (`setgroups` to the
 //!   user's groups, `setgid`, `setuid`), then `PR_SET_PDEATHSIG` (SIGKILL unless the spec says otherwise) —
 //!   after the switch, because a credential change clears it — and finally the listening socket `dup2`'d to
-//!   fd 3 without close-on-exec.
+//!   fd 3 without close-on-exec. The soft descriptor limit goes back to the one rein started with
+//!   ([`crate::fd_limit`]).
 //! - it execs rein itself (`/proc/self/exe __exec -- PROG ARGS...`, so an upgraded or deleted rein binary still
 //!   works) as a shim ([`exec_shim`]) that sets `LISTEN_PID` to its own pid and `execvp`s the app: the pid is
 //!   then the app's pid, as the systemd socket-activation protocol requires (`LISTEN_FDS=1`,
@@ -246,9 +247,15 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     let cwd = working_directory(spec).map_err(context)?;
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before the fork.
     let parent = std::process::id() as libc::pid_t;
+    let nofile = crate::fd_limit::inherited();
     unsafe {
         let death = spec.death_signal as libc::c_ulong;
-        cmd.pre_exec(move || child_setup(&creds, cwd.as_deref(), listen_fd, parent, death));
+        cmd.pre_exec(move || {
+            if let Some(soft) = nofile {
+                crate::fd_limit::restore_in_child(soft)?;
+            }
+            child_setup(&creds, cwd.as_deref(), listen_fd, parent, death)
+        });
     }
 
     let mut child = spawner()

@@ -1,4 +1,5 @@
-//! How variable values are spelled: protocol versions, durations, CLF timestamps and request ids.
+//! How variable values are spelled: protocol versions, durations, CLF timestamps, request ids, and values
+//! escaped for a log line.
 //!
 //! Kept apart from the template machinery because these are pure formatting with no Unit-specific parsing.
 
@@ -69,4 +70,17 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + u64::from(month <= 2);
     (year, month, day)
+}
+
+/// Appends `value` escaped as nginx's access log escapes it: `"`, `\`, control characters and every byte
+/// outside printable ASCII become `\xHH`, so a value can neither end the line (`%0a` in a path) nor the
+/// quoted field it sits in, nor carry terminal escapes to whoever reads the log.
+pub(super) fn log_escape_into(out: &mut String, value: &str) {
+    for b in value.bytes() {
+        if matches!(b, b' '..=b'~') && b != b'"' && b != b'\\' {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "\\x{b:02X}");
+        }
+    }
 }

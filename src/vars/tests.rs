@@ -261,3 +261,31 @@ fn errors_name_the_path_and_variable() {
         "routes/0/action/share: unknown variable \"arg_\""
     );
 }
+
+#[test]
+fn log_values_are_escaped_as_nginx_does() {
+    let mut req = request();
+    req.path = "/a\n127.0.0.1 - - \"GET /forged\" 200\r\\é\x1b[31m".to_owned();
+    req.headers
+        .insert("user-agent", HeaderValue::from_static("x\" \"injected"));
+    let t = Template::compile("\"$uri\" \"$header_user_agent\"", &path()).expect("compiles");
+    let mut out = String::new();
+    t.render_log_into(
+        &VarContext {
+            req: &req,
+            response: None,
+        },
+        &mut out,
+    );
+    assert_eq!(
+        out,
+        r#""/a\x0A127.0.0.1 - - \x22GET /forged\x22 200\x0D\x5C\xC3\xA9\x1B[31m" "x\x22 \x22injected""#
+    );
+    // Outside the log, values are what they are.
+    let plain = Template::compile("$uri", &path()).expect("compiles");
+    let ctx = VarContext {
+        req: &req,
+        response: None,
+    };
+    assert_eq!(plain.render(&ctx), req.path);
+}

@@ -411,36 +411,3 @@ fn header(headers: &[(String, String)], name: &str) -> String {
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| panic!("no {name} header"))
 }
-
-#[test]
-fn the_control_api_can_listen_on_tcp() {
-    // A port the kernel just handed out and released: free, never fixed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let control = format!("127.0.0.1:{port}");
-    let rein = Rein::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--config", "EMPTY", "--control", &control],
-    );
-    crate::harness::wait_for("the TCP control API", || {
-        std::net::TcpStream::connect(&control).is_ok()
-    });
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(["config", "get", "--control", &control])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
-        json!({})
-    );
-    assert!(!rein.control().exists());
-}

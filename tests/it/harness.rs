@@ -21,6 +21,8 @@ pub struct Rein {
     pub dir: tempfile::TempDir,
     pub state: PathBuf,
     pub log: PathBuf,
+    /// The control socket: `STATE/control.sock`, or the path of a `--control unix:PATH` argument.
+    control: PathBuf,
 }
 
 impl Rein {
@@ -39,6 +41,17 @@ impl Rein {
 
     /// [`Rein::start_in`] with extra environment variables.
     pub fn start_in_env(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Rein {
+        Rein::start_through(dir, &[], args, env)
+    }
+
+    /// [`Rein::start_in_env`] through a wrapper: `wrapper` is the start of the command line, followed by
+    /// rein's path and arguments (`["sh", "-c", "ulimit -n 64 && exec \"$@\"", "sh"]`).
+    pub fn start_through(
+        dir: tempfile::TempDir,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Rein {
         let state = dir.path().join("state");
         let log = dir.path().join("rein.log");
         let empty = dir.path().join("empty.json");
@@ -53,7 +66,16 @@ impl Rein {
                 }
             })
             .collect();
-        let child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        let rein = env!("CARGO_BIN_EXE_rein");
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut c = Command::new(program);
+                c.args(wrapper_args).arg(rein);
+                c
+            }
+            None => Command::new(rein),
+        };
+        let child = command
             .arg("run")
             .arg("--state")
             .arg(&state)
@@ -67,16 +89,23 @@ impl Rein {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn rein");
+        let control = args
+            .iter()
+            .skip_while(|a| *a != "--control")
+            .nth(1)
+            .and_then(|a| a.strip_prefix("unix:"))
+            .map_or_else(|| state.join("control.sock"), PathBuf::from);
         Rein {
             child: Some(child),
             dir,
             state,
             log,
+            control,
         }
     }
 
     pub fn control(&self) -> PathBuf {
-        self.state.join("control.sock")
+        self.control.clone()
     }
 
     /// Waits until the control API answers.
@@ -193,7 +222,8 @@ impl Rein {
 impl Drop for Rein {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            if self.child.is_some() {
+            // Only over the Unix socket: a rein whose API is on TCP would panic again here.
+            if self.child.is_some() && UnixStream::connect(self.control()).is_ok() {
                 let (_, config) = self.api("GET", "/config", None);
                 eprintln!("--- rein configuration ---\n{config:#}");
             }

@@ -484,3 +484,32 @@ fn a_broken_client_body_through_the_proxy_is_a_400_not_the_servers_fault() {
     assert!(!log.contains("server unavailable"), "{log}");
     assert_still_serving(&rein, addr);
 }
+
+/// A decoded `%0a` in a path, a quote in a header: escaped as nginx escapes them (`\xHH`), so a client can
+/// neither add a line to the access log nor end a quoted field.
+#[test]
+fn a_client_cannot_forge_an_access_log_line() {
+    let rein = Rein::start();
+    let log = rein.dir.path().join("access.log");
+    let format = "$remote_addr \"$uri\" $status \"$header_user_agent\"";
+    let addr = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"access_log": {"path": log.display().to_string(), "format": format}}),
+    );
+    let forged = "/x%0a10.0.0.9%20%22/admin%22%20200%20%22-%22%5c";
+    let mut conn = Conn::open(addr);
+    assert_eq!(conn.get(forged, &[("User-Agent", "a\" \"b")]).status, 200);
+    assert_eq!(conn.get("/end", &[]).status, 200);
+    crate::harness::wait_for("two lines", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("/end"))
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            r#"127.0.0.1 "/x\x0A10.0.0.9 \x22/admin\x22 200 \x22-\x22\x5C" 200 "a\x22 \x22b""#,
+            r#"127.0.0.1 "/end" 200 "-""#,
+        ]
+    );
+}

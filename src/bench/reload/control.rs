@@ -53,6 +53,7 @@ pub(super) fn segment(s: &str) -> String {
 /// The control API, one request per connection.
 pub(super) struct Control {
     pub(super) addr: ControlAddr,
+    pub(super) headers: Vec<(&'static str, String)>,
 }
 
 impl Control {
@@ -62,8 +63,14 @@ impl Control {
             addr: self.addr.to_string(),
             source,
         };
-        let req = Request::get(path)
-            .header(HOST, "localhost")
+        let mut req = Request::get(path);
+        for (name, value) in &self.headers {
+            req = req.header(*name, value);
+        }
+        if self.headers.is_empty() {
+            req = req.header(HOST, "localhost");
+        }
+        let req = req
             .body(Empty::<Bytes>::new())
             .map_err(|e| control(io::Error::other(e)))?;
         let (status, body) = match &self.addr {

@@ -178,3 +178,109 @@ fn stdout_and_stderr_can_go_to_a_file_or_nowhere() {
     assert!(detail.contains("applications/py/stdout"), "{body}");
     assert!(detail.contains("absolute"), "{body}");
 }
+
+/// `kill -9` of rein (or the OOM killer): its instances die with it (parent-death signal), and what they left
+/// in their process group is stopped by the next rein on the same state directory, before it starts its
+/// own: no second copy of an application runs beside the first.
+#[test]
+fn a_killed_reins_processes_do_not_outlive_the_next_start() {
+    let mut rein = Rein::start();
+    serve_one(
+        &rein,
+        "forker",
+        app(&app_file("forks_grandchild.sh"), &[], json!({})),
+    );
+    let pid = *wait_ready(&rein, "forker", 1).first().unwrap();
+    let grandchild = grandchild_of(&rein, "forker");
+    rein.signal(Signal::SIGKILL);
+    rein.wait_exit();
+    wait_for("the instance to die with rein", || !alive(pid));
+    assert!(
+        alive(grandchild),
+        "a grandchild gets no parent-death signal"
+    );
+
+    let dir = std::mem::replace(&mut rein.dir, tempfile::tempdir().unwrap());
+    let again = Rein::start_in(dir, &[]);
+    again.wait_ready();
+    wait_for("the grandchild left behind to be stopped", || {
+        !alive(grandchild)
+    });
+    let new = *wait_ready(&again, "forker", 1).first().unwrap();
+    assert_ne!(new, pid);
+    assert!(
+        again.log_text().contains("a previous rein left running"),
+        "{}",
+        again.log_text()
+    );
+}
+
+/// The `grandchild=PID` an instance of `forks_grandchild.sh` prints in its log.
+fn grandchild_of(rein: &Rein, name: &str) -> u32 {
+    let mut grandchild = 0;
+    wait_for("the grandchild's pid in the log", || {
+        grandchild = app_log(rein, name)
+            .lines()
+            .find_map(|l| l.strip_prefix("grandchild="))
+            .and_then(|g| g.trim().parse().ok())
+            .unwrap_or(0);
+        grandchild != 0
+    });
+    grandchild
+}
+
+/// logrotate renames the logs, then sends SIGUSR1: rein's log, the access log and the applications' logs
+/// continue in new files at the old paths, created 0640 whatever the umask.
+#[test]
+fn sigusr1_reopens_every_log_at_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = ["sh", "-c", "umask 000 && exec \"$@\"", "sh"];
+    let rein = Rein::start_through(dir, &wrapper, &["--config", "EMPTY"], &[]);
+    rein.wait_ready();
+    let access = rein.dir.path().join("access.log");
+    let addr = rein.serve_with(
+        json!([
+            {"match": {"uri": "/keep"}, "action": {"return": 204}},
+            {"action": {"pass": "applications/py"}}
+        ]),
+        json!({
+            "access_log": {"path": access.display().to_string(), "format": "$uri $status"},
+            "applications": {"py": python_app("rotated", &[], json!({}))}
+        }),
+    );
+    let first = *wait_ready(&rein, "py", 1).first().unwrap();
+    assert_eq!(get(addr, "/keep").status, 204);
+    wait_for("the first access line", || {
+        std::fs::read_to_string(&access).is_ok_and(|l| l.contains("/keep 204"))
+    });
+    let mode =
+        |p: &Path| std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(p).unwrap()) & 0o777;
+    assert_eq!(mode(&access), 0o640, "the access log");
+    assert_eq!(mode(&rein.log), 0o640, "rein's log");
+
+    let app_log = rein.state.join("logs/py.log");
+    let rotated = |p: &Path| PathBuf::from(format!("{}.1", p.display()));
+    for path in [&access, &rein.log, &app_log] {
+        std::fs::rename(path, rotated(path)).unwrap();
+    }
+    rein.signal(Signal::SIGUSR1);
+    wait_for("rein's new log", || {
+        rein.log_text().contains("log files reopened")
+    });
+    assert_eq!(get(addr, "/keep?after").status, 204);
+    wait_for("the access line in the new file", || {
+        std::fs::read_to_string(&access).is_ok_and(|l| l == "/keep 204\n")
+    });
+    // New output of the application: a reload starts an instance, which says so.
+    let (code, body) = restart(&rein, "py");
+    assert_eq!(code, 200, "{body}");
+    let second = *wait_ready(&rein, "py", 1).first().unwrap();
+    wait_for("the new instance's line in the new app log", || {
+        std::fs::read_to_string(&app_log)
+            .is_ok_and(|l| l.contains(&format!("start rotated pid={second}")))
+    });
+    let old = std::fs::read_to_string(rotated(&app_log)).unwrap();
+    assert!(old.contains(&format!("start rotated pid={first}")), "{old}");
+    let old_access = std::fs::read_to_string(rotated(&access)).unwrap();
+    assert_eq!(old_access, "/keep 204\n");
+}
