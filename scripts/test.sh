@@ -18,6 +18,8 @@ compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
 # directory test binds it read-only in a mount namespace of rein's own.
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=(iproute2)
 command -v unshare >/dev/null || packages+=(util-linux)
+# curl: the HTTPS and HTTP/2 tests drive rein with it (--http2, --resolve, --limit-rate).
+command -v curl >/dev/null || packages+=(curl)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""
@@ -27,4 +29,7 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 command -v cargo >/dev/null || { echo "scripts/test.sh: cargo not found; install Rust (https://rustup.rs)" >&2; exit 1; }
 
+# Unformatted or lint-failing code fails the run as a failing test does.
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked "$@"

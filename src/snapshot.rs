@@ -157,6 +157,10 @@ pub struct HttpSettings {
     /// The lowest average rate, in bytes per second, at which a client may send a request body once
     /// `body_read_timeout` has passed; 0 for none.
     pub body_min_rate: u64,
+    /// Client connections open at once over every listener; more are closed as they arrive.
+    pub max_connections: u64,
+    /// Client connections open at once from one address.
+    pub max_connections_per_client: u32,
     pub discard_unsafe_fields: bool,
     pub server_version: bool,
     pub log_route: bool,
@@ -198,6 +202,8 @@ impl Default for HttpSettings {
             idle_timeout: Duration::from_secs(180),
             max_body_size: 8 * 1024 * 1024,
             body_min_rate: 256,
+            max_connections: 100_000,
+            max_connections_per_client: 256,
             discard_unsafe_fields: true,
             server_version: true,
             log_route: false,

@@ -18,6 +18,8 @@ const HTTP_KEYS: &[&str] = &[
     "idle_timeout",
     "max_body_size",
     "body_min_rate",
+    "max_connections",
+    "max_connections_per_client",
     "static",
     "discard_unsafe_fields",
     "server_version",
@@ -44,6 +46,10 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> 
             "idle_timeout" => out.idle_timeout = seconds(value, &p)?,
             "max_body_size" => out.max_body_size = integer(value, &p, u64::MAX)?,
             "body_min_rate" => out.body_min_rate = integer(value, &p, u64::MAX)?,
+            "max_connections" => out.max_connections = positive(value, &p, u64::MAX)?,
+            "max_connections_per_client" => {
+                out.max_connections_per_client = positive(value, &p, u32::MAX.into())? as u32;
+            }
             "discard_unsafe_fields" => out.discard_unsafe_fields = boolean(value, &p)?,
             "server_version" => out.server_version = boolean(value, &p)?,
             "log_route" => out.log_route = boolean(value, &p)?,
@@ -53,6 +59,14 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> 
         }
     }
     Ok(out)
+}
+
+/// An integer from 1 to `max`.
+fn positive(v: &Value, path: &JsonPath, max: u64) -> Result<u64, ConfigError> {
+    match integer(v, path, max)? {
+        0 => Err(path.error("must be at least 1")),
+        n => Ok(n),
+    }
 }
 
 fn static_settings(v: &Value, path: &JsonPath) -> Result<MimeTypes, ConfigError> {

@@ -162,7 +162,8 @@ async fn status(rest: &str, engine: &Engine) -> Response<Body> {
 
 async fn status_json(engine: &Engine) -> Value {
     let server = engine.server();
-    let mut doc = server.shared().counters.to_json();
+    let shared = server.shared();
+    let mut doc = shared.counters.to_json(shared.admission.refused());
     let listeners: serde_json::Map<String, Value> = server
         .bound_addresses()
         .await

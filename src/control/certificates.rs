@@ -2,9 +2,9 @@
 //! `GET /certificates[/NAME[/...]]` describes them (never the key), `DELETE /certificates/NAME` removes one no
 //! listener names. Answers and error texts are Unit's.
 
+use super::conn::RequestBody as Incoming;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use serde_json::json;
 
 use super::api::{answer, edit_error, fail};

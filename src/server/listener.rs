@@ -12,8 +12,8 @@ use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Shared;
 use super::conn::{self, Peer};
+use super::{Shared, admission};
 use crate::snapshot::ListenAddr;
 use crate::workers;
 
@@ -125,9 +125,23 @@ pub async fn accept_loop(
         };
         match accepted {
             Ok((io, peer)) => {
+                let admitted = match admission::admit(&shared, peer.remote.map(|r| r.ip())) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        crate::log_limit::warn_limited!(listener = %addr, remote = ?peer.remote, ?why, "connection refused: over a connection limit");
+                        continue;
+                    }
+                };
                 let placed = workers::place();
                 let worker = workers::handle(placed.worker());
-                let task = serve(io, addr.clone(), peer, shared.clone(), stop.clone(), placed);
+                let task = serve(
+                    io,
+                    addr.clone(),
+                    peer,
+                    shared.clone(),
+                    stop.clone(),
+                    (placed, admitted),
+                );
                 match worker {
                     Some(handle) => drop(conns.spawn_on(task, handle)),
                     None => drop(conns.spawn(task)),
@@ -149,7 +163,7 @@ async fn serve(
     peer: Peer,
     shared: Arc<Shared>,
     stop: CancellationToken,
-    _placed: workers::Placed,
+    _held: (workers::Placed, admission::Admitted),
 ) {
     let registered = match io {
         Stream::Tcp(s) => tokio::net::TcpStream::from_std(s)

@@ -6,6 +6,7 @@
 
 mod access_log;
 mod actions;
+pub(crate) mod admission;
 mod conn;
 mod handler;
 mod listener;
@@ -44,6 +45,7 @@ pub struct Published {
 pub struct Shared {
     pub current: ArcSwap<Published>,
     pub counters: Counters,
+    pub admission: admission::Admission,
 }
 
 struct Running {
@@ -83,6 +85,7 @@ impl Server {
                     upstreams: Upstreams::default(),
                 }),
                 counters: Counters::default(),
+                admission: Default::default(),
             }),
             listeners: Mutex::new(BTreeMap::new()),
             conns: TaskTracker::new(),

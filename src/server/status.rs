@@ -37,8 +37,9 @@ impl Counters {
         self.open.load(Ordering::Relaxed)
     }
 
-    /// Unit's `/status` shape: `active` connections are handling a request, `idle` ones wait for the next.
-    pub fn to_json(&self) -> Value {
+    /// Unit's `/status` shape: `active` connections are handling a request, `idle` ones wait for the next;
+    /// `refused` (rein's) were closed on arrival for a connection limit.
+    pub fn to_json(&self, refused: u64) -> Value {
         let open = self.open.load(Ordering::Relaxed);
         let busy = self.busy.load(Ordering::Relaxed).min(open);
         json!({
@@ -47,6 +48,7 @@ impl Counters {
                 "active": busy,
                 "idle": open - busy,
                 "closed": self.closed.load(Ordering::Relaxed),
+                "refused": refused,
             },
             "requests": {
                 "total": self.requests.load(Ordering::Relaxed),

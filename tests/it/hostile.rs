@@ -513,3 +513,49 @@ fn a_client_cannot_forge_an_access_log_line() {
         ]
     );
 }
+
+/// Opens a connection and sends a request on it; whether an answer came (the connection was let in).
+fn let_in(addr: SocketAddr) -> (Option<Conn>, bool) {
+    let mut c = Conn::open(addr);
+    c.send_raw(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    match c.read() {
+        Some(r) => {
+            assert_eq!(r.status, 200);
+            (Some(c), true)
+        }
+        None => (None, false),
+    }
+}
+
+#[test]
+fn one_client_cannot_hold_more_than_its_share_of_connections() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"settings": {"http": {"max_connections_per_client": 3}}}),
+    );
+    let held: Vec<Conn> = (0..3).map(|_| let_in(addr).0.expect("let in")).collect();
+    assert!(
+        !let_in(addr).1,
+        "a fourth connection from the same address was let in"
+    );
+    let (_, status) = rein.api("GET", "/status/connections/refused", None);
+    assert_eq!(status, 1);
+    drop(held);
+    // Its connections closed, the client is let in again (once rein has seen them close).
+    crate::harness::wait_for("a connection let in again", || let_in(addr).1);
+
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes"}},
+        "routes": [{"action": {"return": 200}}],
+        "settings": {"http": {"max_connections": 2}},
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    let held: Vec<Conn> = (0..2).map(|_| let_in(addr).0.expect("let in")).collect();
+    assert!(
+        !let_in(addr).1,
+        "a third connection was let in over max_connections"
+    );
+    drop(held);
+    crate::harness::wait_for("a connection let in again", || let_in(addr).1);
+}

@@ -462,3 +462,34 @@ fn the_scheme_reaches_fastcgi_upstreams_and_websockets_over_tls() {
         Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
     );
 }
+
+#[test]
+fn tls_1_0_and_1_1_are_refused_and_1_2_and_1_3_are_served() {
+    let rein = Rein::start();
+    let ca = Ca::new();
+    put_cert(&rein, "site", &ca.bundle(&["site.test"], Alg::Rsa));
+    let addr = https(&rein, json!("site"));
+    // OpenSSL's own client, allowed the old versions (security level 0) so that only rein can refuse them.
+    let handshake = |version: &str| {
+        let out = Command::new("openssl")
+            .args(["s_client", version, "-cipher", "DEFAULT@SECLEVEL=0"])
+            .args(["-servername", "site.test", "-connect"])
+            .arg(addr.to_string())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("openssl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("Protocol  : "))
+            .or_else(|| {
+                text.lines()
+                    .find_map(|l| l.trim().strip_prefix("Protocol: "))
+            })
+            .map(str::to_owned)
+            .filter(|_| !text.contains("Cipher is (NONE)"))
+    };
+    assert_eq!(handshake("-tls1"), None);
+    assert_eq!(handshake("-tls1_1"), None);
+    assert_eq!(handshake("-tls1_2").as_deref(), Some("TLSv1.2"));
+    assert_eq!(handshake("-tls1_3").as_deref(), Some("TLSv1.3"));
+}
