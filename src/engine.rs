@@ -183,6 +183,7 @@ impl Engine {
         current.doc = doc;
         current.generation += 1;
         tracing::info!(generation = current.generation, "configuration applied");
+        self.server.shared().acme.config_changed();
         Ok(Changed::Applied)
     }
 
@@ -204,6 +205,11 @@ impl Engine {
     /// Unit's `/certificates` object.
     pub async fn certificates(&self) -> Value {
         self.current.lock().await.certs.describe()
+    }
+
+    /// The bundle stored under `name` (an issued or uploaded one, never an ACME placeholder).
+    pub async fn certificate(&self, name: &str) -> Option<std::sync::Arc<Bundle>> {
+        self.current.lock().await.certs.get(name).cloned()
     }
 
     /// Stores a new bundle under `name`, as Unit's `PUT /certificates/NAME`: a name in use is refused.

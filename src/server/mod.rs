@@ -43,6 +43,8 @@ pub struct Published {
 pub struct Shared {
     pub current: ArcSwap<Published>,
     pub counters: Counters,
+    /// The ACME task's challenges (answered on plain-HTTP listeners) and status.
+    pub acme: Arc<crate::acme::Acme>,
 }
 
 struct Running {
@@ -82,6 +84,7 @@ impl Server {
                     upstreams: Upstreams::default(),
                 }),
                 counters: Counters::default(),
+                acme: Arc::default(),
             }),
             listeners: Mutex::new(BTreeMap::new()),
             conns: TaskTracker::new(),
