@@ -10,6 +10,7 @@ mod control;
 mod exec_shim;
 mod hostile;
 mod http;
+mod http2;
 mod lifecycle;
 mod php;
 mod proxy;

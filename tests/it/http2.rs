@@ -1,0 +1,201 @@
+//! HTTP/2 (h2c with prior knowledge, the same code as over TLS after ALPN): every action answers as over
+//! HTTP/1.1, and the known floods cut off the client that sends them while others are served.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::json;
+
+use crate::harness::{DEADLINE, Rein, file, get};
+
+const BACKENDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/backends");
+
+/// `http_backend.py` on a port of its choosing; killed when dropped.
+struct Backend(Child, u16);
+
+impl Backend {
+    fn start() -> Backend {
+        let mut child = Command::new("python3")
+            .arg(format!("{BACKENDS}/http_backend.py"))
+            .args(["b", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("http_backend.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the backend's port");
+        Backend(child, port)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An h2c listener in front of a share, a proxy, and a `return`, with an access log.
+fn h2c(rein: &Rein, backend: &Backend) -> SocketAddr {
+    let www = rein.dir.path().join("www");
+    file(&www, "ten.txt", b"0123456789");
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "h2c": true}},
+        "routes": [
+            {"match": {"uri": "/echo"}, "action": {"proxy": format!("http://127.0.0.1:{}", backend.1)}},
+            {"match": {"uri": "/gone"}, "action": {"return": 410}},
+            {"action": {"share": format!("{}$uri", www.display())}},
+        ],
+        "access_log": {"path": rein.dir.path().join("access.log"), "format": "$request_line $status $scheme"},
+    }));
+    rein.bound("127.0.0.1:0")
+}
+
+/// curl over HTTP/2 with prior knowledge: the status line's version and code, then the body.
+fn curl(addr: SocketAddr, path: &str, args: &[&str]) -> (String, Vec<u8>) {
+    let out = Command::new("curl")
+        .args(["-sS", "--http2-prior-knowledge", "--max-time"])
+        .arg(DEADLINE.as_secs().to_string())
+        .args(["-w", "\n%{http_version} %{http_code}"])
+        .args(args)
+        .arg(format!("http://127.0.0.1:{}{path}", addr.port()))
+        .output()
+        .expect("curl");
+    let mut body = out.stdout;
+    let split = body.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+    let tail = String::from_utf8_lossy(&body[split + 1..]).into_owned();
+    body.truncate(split);
+    (tail, body)
+}
+
+#[test]
+fn every_action_answers_over_http2_as_over_http1() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    let addr = h2c(&rein, &backend);
+    assert_eq!(
+        curl(addr, "/ten.txt", &[]),
+        ("2 200".into(), b"0123456789".to_vec())
+    );
+    assert_eq!(
+        curl(addr, "/ten.txt", &["-r", "2-5"]),
+        ("2 206".into(), b"2345".to_vec())
+    );
+    let (tail, _) = curl(addr, "/ten.txt", &["-H", "If-None-Match: *"]);
+    assert_eq!(tail, "2 304");
+    assert_eq!(curl(addr, "/gone", &[]).0, "2 410");
+    // A body streamed up through the proxy and back, larger than the flow-control windows.
+    let upload = rein.dir.path().join("upload.bin");
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&upload, &data).unwrap();
+    let (tail, echoed) = curl(
+        addr,
+        "/echo",
+        &["--data-binary", &format!("@{}", upload.display())],
+    );
+    assert_eq!(tail, "2 200");
+    assert!(
+        echoed == data,
+        "the echoed body differs ({} bytes)",
+        echoed.len()
+    );
+    let log = std::fs::read_to_string(rein.dir.path().join("access.log")).unwrap();
+    assert!(log.contains("GET /ten.txt HTTP/2.0 206 http"), "{log}");
+    assert!(log.contains("POST /echo HTTP/2.0 200 http"), "{log}");
+    // HTTP/1.1 still works on the same listener.
+    assert_eq!(get(addr, "/ten.txt").status, 200);
+}
+
+/// The client connection preface and an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A GET / in HPACK: `:method GET`, `:scheme http`, `:path /` from the static table, `:authority` literal.
+fn get_block() -> Vec<u8> {
+    let mut block = vec![0x82, 0x86, 0x84, 0x01, 9];
+    block.extend_from_slice(b"localhost");
+    block
+}
+
+/// Reads frames until a GOAWAY (its error code) or the end of the connection (`None`).
+fn goaway(stream: &mut TcpStream) -> Option<u32> {
+    let mut head = [0u8; 9];
+    loop {
+        stream.read_exact(&mut head).ok()?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0; len];
+        stream.read_exact(&mut payload).ok()?;
+        if head[3] == 7 && len >= 8 {
+            return Some(u32::from_be_bytes([
+                payload[4], payload[5], payload[6], payload[7],
+            ]));
+        }
+    }
+}
+
+#[test]
+fn a_rapid_reset_flood_is_cut_off_and_other_clients_are_served() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    let addr = h2c(&rein, &backend);
+    let mut flood = Vec::from(PREFACE);
+    for i in 0..2_000u32 {
+        let id = 2 * i + 1;
+        flood.extend(frame(1, 0x5, id, &get_block()));
+        flood.extend(frame(3, 0, id, &8u32.to_be_bytes()));
+    }
+    let mut attacker = TcpStream::connect(addr).unwrap();
+    attacker.set_read_timeout(Some(DEADLINE)).unwrap();
+    // The server may close before it has read everything: a failed write is part of being cut off.
+    let _ = attacker.write_all(&flood);
+    let code = goaway(&mut attacker);
+    // ENHANCE_YOUR_CALM (0xb), or the connection closed outright.
+    assert!(matches!(code, Some(0xb) | None), "GOAWAY {code:?}");
+    assert_eq!(curl(addr, "/ten.txt", &[]).0, "2 200");
+    assert_eq!(get(addr, "/ten.txt").status, 200);
+}
+
+#[test]
+fn a_continuation_flood_is_cut_off_and_other_clients_are_served() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    let addr = h2c(&rein, &backend);
+    let mut attacker = TcpStream::connect(addr).unwrap();
+    attacker.set_read_timeout(Some(DEADLINE)).unwrap();
+    attacker.set_write_timeout(Some(DEADLINE)).unwrap();
+    attacker.write_all(PREFACE).unwrap();
+    attacker.write_all(&frame(1, 0x1, 1, &get_block())).unwrap();
+    // Endless CONTINUATION frames, each a new literal header field, never END_HEADERS.
+    let mut field = vec![0x00, 5];
+    field.extend_from_slice(b"x-pad");
+    field.push(0x7f);
+    field.push(0x81);
+    field.push(0x07); // 127 + 1 + 7 * 128 = 1024 bytes of value
+    field.extend(std::iter::repeat_n(b'a', 1024));
+    let continuation = frame(9, 0, 1, &field);
+    let mut writer = attacker.try_clone().unwrap();
+    // Written from a thread of its own: a server that stops reading must not stall the test's reads.
+    let flood = std::thread::spawn(move || {
+        for _ in 0..10_000 {
+            if writer.write_all(&continuation).is_err() {
+                break;
+            }
+        }
+    });
+    // h2 allows a few CONTINUATION frames beyond what max_header_list_size needs, then ENHANCE_YOUR_CALM.
+    assert_eq!(goaway(&mut attacker), Some(0xb));
+    drop(attacker);
+    flood.join().unwrap();
+    assert_eq!(curl(addr, "/ten.txt", &[]).0, "2 200");
+}
