@@ -183,7 +183,7 @@ impl Engine {
         current.doc = doc;
         current.generation += 1;
         tracing::info!(generation = current.generation, "configuration applied");
-        self.server.shared().acme.config_changed();
+        self.server.shared().acme.changed();
         Ok(Changed::Applied)
     }
 
@@ -267,6 +267,7 @@ impl Engine {
         }
         current.certs = current.certs.without(name);
         tracing::info!(certificate = name, "certificate deleted");
+        self.server.shared().acme.changed();
         Ok(())
     }
 }

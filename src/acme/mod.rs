@@ -52,8 +52,9 @@ impl Acme {
         self.board.to_json()
     }
 
-    /// Tells the task to look at the configuration again (a change may add, drop or rename bundles).
-    pub fn config_changed(&self) {
+    /// Tells the task to look at the configuration and the store again (a change may add, drop or rename
+    /// bundles; a bundle deleted through the API is to be obtained again).
+    pub fn changed(&self) {
         // A stored permit: a change made while the task is busy is seen when it next waits.
         self.changed.notify_one();
     }

@@ -131,6 +131,23 @@ fn acme_issues_a_certificate_from_nothing() {
     assert!(log.contains("ACME account registered"), "{log}");
     assert!(log.contains("certificate issued and installed"), "{log}");
     assert!(!log.contains("PRIVATE KEY"));
+    // Deleted through the API once no listener names it, the bundle is obtained again.
+    let saved = rein.state.join("certs/site.pem");
+    let first = std::fs::read(&saved).unwrap();
+    assert_eq!(rein.api("DELETE", "/certificates/site", None).0, 400);
+    rein.api("DELETE", "/config/listeners/127.0.0.2:0", None);
+    assert_eq!(rein.api("DELETE", "/certificates/site", None).0, 200);
+    let deadline = Instant::now() + ACME_DEADLINE;
+    // A new key each time: the saved bundle differs, where the description may not (same names, same second).
+    let obtained_again = || std::fs::read(&saved).is_ok_and(|now| now != first);
+    while !obtained_again() {
+        assert!(
+            Instant::now() < deadline,
+            "not obtained again: {}",
+            site_status(&rein)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
