@@ -146,7 +146,13 @@ impl Task {
         let now = crate::tls::now();
         let planned = match current {
             Some(b) if covers(b, managed) && b.not_after() > now => {
-                schedule::renewal_due(b.not_before(), b.not_after(), conf.renew_before)
+                // A CA may backdate a certificate; counted from its `not_before`, a short one could be due
+                // the moment it arrives. Its lifetime starts no earlier than when this process installed it.
+                let start = self
+                    .issued
+                    .get(name)
+                    .map_or(b.not_before(), |&i| i.max(b.not_before()));
+                schedule::renewal_due(start, b.not_after(), conf.renew_before)
             }
             _ => now,
         };
