@@ -32,4 +32,24 @@ command -v cargo >/dev/null || { echo "scripts/test.sh: cargo not found; install
 # Unformatted or lint-failing code fails the run as a failing test does.
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# Pebble, Let's Encrypt's test CA, and its DNS server for the ACME tests (tests/it/tls/acme.rs), built with Go
+# into target/tools/ once; Debian's golang-go if no Go is installed. The version is the tests' (pebble.rs).
+pebble_version=v2.10.1
+tools="$PWD/target/tools"
+if [ ! -x "$tools/pebble" ] || [ ! -x "$tools/pebble-challtestsrv" ]; then
+    go=$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)
+    if [ -z "$go" ]; then
+        sudo=""
+        [ "$(id -u)" = 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq golang-go
+        go=$(command -v go)
+    fi
+    mkdir -p "$tools"
+    GOBIN="$tools" "$go" install \
+        "github.com/letsencrypt/pebble/v2/cmd/pebble@$pebble_version" \
+        "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$pebble_version" \
+        || echo "scripts/test.sh: could not install Pebble; the ACME tests will be skipped" >&2
+fi
+
 cargo test --locked "$@"

@@ -192,6 +192,7 @@ impl Engine {
         current.doc = doc;
         current.generation += 1;
         tracing::info!(generation = current.generation, "configuration applied");
+        self.server.shared().acme.changed();
         Ok(Changed::Applied)
     }
 
@@ -213,6 +214,11 @@ impl Engine {
     /// Unit's `/certificates` object.
     pub async fn certificates(&self) -> Value {
         self.current.lock().await.certs.describe()
+    }
+
+    /// The bundle stored under `name` (an issued or uploaded one, never an ACME placeholder).
+    pub async fn certificate(&self, name: &str) -> Option<std::sync::Arc<Bundle>> {
+        self.current.lock().await.certs.get(name).cloned()
     }
 
     /// Stores a new bundle under `name`, as Unit's `PUT /certificates/NAME`: a name in use is refused.
@@ -270,6 +276,7 @@ impl Engine {
         }
         current.certs = current.certs.without(name);
         tracing::info!(certificate = name, "certificate deleted");
+        self.server.shared().acme.changed();
         Ok(())
     }
 }

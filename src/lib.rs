@@ -4,6 +4,7 @@
 //! [`snapshot::Snapshot`] (pure, every error with its JSON path), [`server`] publishes it and serves requests
 //! through [`route`] and the actions ([`share`] for static files).
 
+pub mod acme;
 pub mod ascii;
 pub mod bench;
 pub mod body;

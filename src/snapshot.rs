@@ -32,6 +32,8 @@ pub struct Snapshot {
     /// The targets of `proxy` actions, each a one-server upstream, by URL, and those of `fastcgi` actions by
     /// `fastcgi:ADDRESS`.
     pub proxies: BTreeMap<String, UpstreamConf>,
+    /// rein's `acme` section: the bundles the ACME task obtains and renews.
+    pub acme: Option<Arc<crate::acme::AcmeConf>>,
 }
 
 /// Where a listener accepts connections.

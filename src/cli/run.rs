@@ -99,12 +99,14 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), String>
     }
     let stop = CancellationToken::new();
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
+    let acme_task = crate::acme::spawn(engine.clone(), &state_dir, stop.clone());
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
     wait_for_stop(&engine, args.config.as_deref(), own_log.as_ref(), signals).await;
 
     stop_within(&engine, Duration::from_secs_f64(args.stop_timeout.max(0.0))).await;
     stop.cancel();
     let _ = control_task.await;
+    let _ = acme_task.await;
     if let Some(pid) = &args.pid {
         let _ = std::fs::remove_file(pid);
     }

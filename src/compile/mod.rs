@@ -30,6 +30,7 @@ const SECTIONS: &[&str] = &[
     "upstreams",
     "settings",
     "access_log",
+    "acme",
 ];
 
 /// Compiles a whole configuration document against an empty certificate store.
@@ -37,11 +38,26 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
     compile_with(doc, &Certificates::default())
 }
 
-/// Compiles a whole configuration document; TLS listeners take their bundles from `certificates`.
+/// Compiles a whole configuration document; TLS listeners take their bundles from `certificates`, or, for a
+/// bundle the `acme` section manages and `certificates` does not hold yet, a placeholder.
 pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot, ConfigError> {
     let root = JsonPath::root();
     let top = object(doc, &root)?;
     known_keys(top, SECTIONS, &root)?;
+
+    let acme = top
+        .get("acme")
+        .map(|v| crate::acme::config::compile(v, &root.key("acme")))
+        .transpose()?;
+    let filled;
+    let certificates = match &acme {
+        Some(conf) => {
+            let path = root.key("acme").key("certificates");
+            filled = crate::acme::fill(certificates, conf, &path)?;
+            &filled
+        }
+        None => certificates,
+    };
 
     let applications = applications(top.get("applications"), &root.key("applications"))?;
     let upstreams = upstreams(top.get("upstreams"), &root.key("upstreams"))?;
@@ -85,6 +101,7 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
         applications,
         upstreams,
         proxies,
+        acme: acme.map(std::sync::Arc::new),
     })
 }
 

@@ -175,6 +175,7 @@ async fn status_json(engine: &Engine) -> Value {
     doc["applications"] = server
         .supervisor()
         .map_or_else(|| json!({}), |s| s.status_json());
+    doc["certificates"] = server.shared().acme.status_json();
     doc["config"] = json!({"generation": engine.generation().await});
     doc
 }

@@ -42,7 +42,7 @@ pub async fn handle(
         }
         (Ok(()), None) => {
             let upgrade = parts.extensions.remove::<OnUpgrade>();
-            route(&published, &mut request, body, upgrade, &info).await
+            route(&published, &mut request, body, upgrade, &info, &shared).await
         }
     };
     finish(response, request, &published, books, started, wall)
@@ -54,7 +54,14 @@ async fn route(
     body: Incoming,
     upgrade: Option<OnUpgrade>,
     info: &ConnInfo,
+    shared: &Shared,
 ) -> Response<Body> {
+    // The CA validating an ACME certificate asks over plain HTTP, whatever the routes say.
+    if request.scheme == "http"
+        && let Some(answer) = shared.acme.answer(request)
+    {
+        return answer;
+    }
     let settings = &published.snapshot.settings;
     if settings.discard_unsafe_fields {
         validate::discard_unsafe_fields(&mut request.headers);

@@ -46,6 +46,8 @@ pub struct Shared {
     pub current: ArcSwap<Published>,
     pub counters: Counters,
     pub admission: admission::Admission,
+    /// The ACME task's challenges (answered on plain-HTTP listeners) and status.
+    pub acme: Arc<crate::acme::Acme>,
 }
 
 struct Running {
@@ -86,6 +88,7 @@ impl Server {
                 }),
                 counters: Counters::default(),
                 admission: Default::default(),
+                acme: Arc::default(),
             }),
             listeners: Mutex::new(BTreeMap::new()),
             conns: TaskTracker::new(),

@@ -47,7 +47,8 @@ pub struct Bundle {
     /// The leaf's DNS names (lowercase), its common name when it has none; SNI is matched against them.
     names: Vec<String>,
     description: Value,
-    /// The leaf's end of validity, in seconds since the epoch.
+    /// The leaf's validity, in seconds since the epoch.
+    not_before: i64,
     not_after: i64,
     pem: Vec<u8>,
 }
@@ -84,6 +85,7 @@ impl Bundle {
             key: Arc::new(certified),
             names: leaf.names,
             description,
+            not_before: leaf.not_before,
             not_after: leaf.not_after,
             pem: pem.to_vec(),
         })
@@ -100,6 +102,11 @@ impl Bundle {
 
     pub fn names(&self) -> &[String] {
         &self.names
+    }
+
+    /// When the leaf's validity starts, in seconds since the epoch.
+    pub fn not_before(&self) -> i64 {
+        self.not_before
     }
 
     /// When the leaf expires, in seconds since the epoch.

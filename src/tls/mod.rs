@@ -13,6 +13,7 @@ mod store;
 use std::sync::{Arc, OnceLock};
 
 pub use bundle::{Bundle, BundleError, MAX_BUNDLE};
+pub use describe::date;
 pub use listener::{ListenerTls, compile};
 pub use store::{CertDir, Certificates, valid_name};
 

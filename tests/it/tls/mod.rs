@@ -1,6 +1,8 @@
 //! HTTPS: Unit's certificates API, TLS listeners with SNI, live certificate changes, HTTP/2 over ALPN and h2c,
 //! and the scheme every action sees.
 
+mod acme;
+mod pebble;
 mod pki;
 
 use std::os::unix::fs::PermissionsExt;

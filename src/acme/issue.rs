@@ -1,0 +1,110 @@
+//! One issuance: an order for a bundle's names, each name proved by HTTP-01 (the token published in the
+//! challenge map for the plain-HTTP listeners to answer), a new key and its CSR, and the chain the CA signs,
+//! checked as any uploaded bundle is before it is handed to the engine.
+
+use std::time::Duration;
+
+use instant_acme::{
+    Account, AuthorizationStatus, ChallengeType, Identifier, NewOrder, Order, OrderStatus,
+    RetryPolicy,
+};
+
+use super::AcmeError;
+use super::challenge::{Challenges, Published};
+use super::config::{KeyKind, Managed};
+use crate::tls::Bundle;
+
+/// How long the CA may take to validate the challenges, and then to sign.
+const VALIDATION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Obtains a new bundle for `managed` from the CA `account` is registered with.
+pub async fn issue(
+    account: &Account,
+    managed: &Managed,
+    challenges: &Challenges,
+) -> Result<Bundle, AcmeError> {
+    let identifiers: Vec<Identifier> = managed
+        .names
+        .iter()
+        .map(|n| Identifier::Dns(n.clone()))
+        .collect();
+    let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
+    // Held until the order is settled: the CA may look at a token more than once (from several vantage points).
+    let published = prove(&mut order, challenges).await?;
+    let retries = RetryPolicy::new()
+        .initial_delay(Duration::from_millis(250))
+        .timeout(VALIDATION_TIMEOUT);
+    let status = order.poll_ready(&retries).await?;
+    drop(published);
+    if status != OrderStatus::Ready {
+        return Err(AcmeError::Refused(why_invalid(&mut order).await));
+    }
+    let (csr, key_pem) = csr(managed)?;
+    order.finalize_csr(&csr).await?;
+    let chain = order.poll_certificate(&retries).await?;
+    let pem = format!("{}\n{key_pem}", chain.trim_end());
+    Bundle::parse(pem.as_bytes(), Some(crate::tls::now())).map_err(AcmeError::Bundle)
+}
+
+/// Publishes the HTTP-01 answer of each pending authorization and tells the CA to look.
+async fn prove(order: &mut Order, challenges: &Challenges) -> Result<Vec<Published>, AcmeError> {
+    let mut published = Vec::new();
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let mut authz = authz?;
+        match authz.status {
+            AuthorizationStatus::Valid => continue,
+            AuthorizationStatus::Pending => {}
+            other => {
+                return Err(AcmeError::Refused(format!(
+                    "the authorization for {} is {other:?}",
+                    authz.identifier()
+                )));
+            }
+        }
+        let name = authz.identifier().to_string();
+        let mut challenge = authz
+            .challenge(ChallengeType::Http01)
+            .ok_or(AcmeError::NoHttp01(name))?;
+        let key_authorization = challenge.key_authorization();
+        published.push(challenges.publish(&challenge.token, key_authorization.as_str()));
+        challenge.set_ready().await?;
+    }
+    Ok(published)
+}
+
+/// What the CA said about the challenges of an order that became invalid.
+async fn why_invalid(order: &mut Order) -> String {
+    let mut reasons = Vec::new();
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let Ok(authz) = authz else { continue };
+        let name = authz.identifier().to_string();
+        for c in authz.challenges.iter().filter_map(|c| c.error.as_ref()) {
+            reasons.push(format!("{name}: {c}"));
+        }
+    }
+    if reasons.is_empty() {
+        "the order became invalid".to_owned()
+    } else {
+        reasons.join("; ")
+    }
+}
+
+/// A new private key of `managed`'s kind (PEM) and a CSR (DER) for its names.
+fn csr(managed: &Managed) -> Result<(Vec<u8>, String), AcmeError> {
+    let alg = match managed.key {
+        KeyKind::Ecdsa => &rcgen::PKCS_ECDSA_P256_SHA256,
+        KeyKind::Rsa => &rcgen::PKCS_RSA_SHA256,
+    };
+    let key = match managed.key {
+        KeyKind::Ecdsa => rcgen::KeyPair::generate_for(alg),
+        KeyKind::Rsa => rcgen::KeyPair::generate_rsa_for(alg, rcgen::RsaKeySize::_2048),
+    }
+    .map_err(AcmeError::Key)?;
+    let mut params =
+        rcgen::CertificateParams::new(managed.names.clone()).map_err(AcmeError::Key)?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    let csr = params.serialize_request(&key).map_err(AcmeError::Key)?;
+    Ok((csr.der().to_vec(), key.serialize_pem()))
+}
