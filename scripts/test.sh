@@ -53,3 +53,11 @@ if [ ! -x "$tools/pebble" ] || [ ! -x "$tools/pebble-challtestsrv" ]; then
 fi
 
 cargo test --locked "$@"
+
+# A one-minute soak under faults (bench/soak): static, proxy, Node.js, PHP and Python routes under load while the
+# configuration changes, apps reload, instances are killed and a backend goes away; fails on any failed GET or on
+# rein's RSS or descriptors growing. It uses the debug binary the tests just built. Only on a whole-suite run (no
+# arguments); SOAK=0 leaves it out.
+if [ $# -eq 0 ] && [ "${SOAK:-1}" != 0 ]; then
+    bench/soak --minutes 1 --ci
+fi
