@@ -1,6 +1,6 @@
-"""Helpers shared by the scripts in bench/ (static-file, proxy): tools and build, machine facts, server processes
-on free ports, CPU and memory accounting from /proc, wrk runs and their parsing, and the generated blocks in
-docs/benchmarks.md.
+"""Helpers shared by the scripts in bench/ (static-file, proxy, tls, run-all): tools and build, machine facts,
+server processes on free ports, CPU and memory accounting from /proc, wrk runs and their parsing, and the
+generated blocks in docs/benchmarks.md.
 
 Nothing here prints to stdout; progress goes to stderr through log(), prefixed with the script's name (set_name).
 """
@@ -54,7 +54,7 @@ def raise_nofile(want, need):
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < need:
-        raise BenchError(f"open-file limit is {soft}; 1,000 connections need more (raise the hard limit)")
+        raise BenchError(f"open-file limit is {soft}; this benchmark needs {need} (raise the hard limit)")
     return soft
 
 
@@ -342,11 +342,12 @@ def parse_wrk(out):
 RUNNING = []
 
 
-def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=True, also=()):
-    """One wrk run against `server` at `path`. CPU is accounted for the server, for wrk (this process's
-    children), for the servers in `also` (e.g. a shared backend: key `<name>_cpu_pct`), and machine-wide."""
+def run_wrk(wrk, server, threads, conns, duration, cpus, path, sample_memory=True, also=(), scheme="http"):
+    """One wrk run against `server` at `path` (`scheme` http or https). CPU is accounted for the server, for wrk
+    (this process's children), for the servers in `also` (e.g. a shared backend: key `<name>_cpu_pct`), and
+    machine-wide."""
     cmd = [wrk, f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency",
-           f"http://127.0.0.1:{server.port}{path}"]
+           f"{scheme}://127.0.0.1:{server.port}{path}"]
     pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     also0 = [s.cpu() for s in also]
@@ -618,7 +619,7 @@ def nginx_common_http(tmp, static=False):
     scgi_temp_path {tmp}/nginx-tmp/scgi;"""
 
 
-def nginx_conf(tmp, name, workers, http_body, static=False, comment="bench"):
+def nginx_conf(tmp, name, workers, http_body, static=False, comment="bench", worker_connections=8192):
     """A whole nginx.conf for a private nginx (daemon off, pid/logs in `tmp`, prefix `tmp`) whose http block
     is the common settings plus `http_body` (upstreams and servers)."""
     os.makedirs(os.path.join(tmp, "nginx-tmp"), exist_ok=True)
@@ -631,7 +632,7 @@ error_log {tmp}/{name}-error.log warn;
 worker_rlimit_nofile 65536;
 
 events {{
-    worker_connections 8192;
+    worker_connections {worker_connections};
 }}
 
 http {{
