@@ -191,6 +191,8 @@ fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(Sni { bundles }));
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    // rein's order of cipher suites, not the client's: the strongest suite both support, as audits expect.
+    config.ignore_client_order = true;
     config.session_storage = if session.cache_size > 0 {
         ServerSessionMemoryCache::new(session.cache_size as usize)
     } else {
