@@ -3,6 +3,7 @@
 # bundle from a private CA on a loopback port, and testssl.sh runs its whole default scan against it.
 # Prints testssl's findings of severity LOW and above and exits 1 if any is HIGH or CRITICAL.
 # Usage: scripts/tls-audit.sh [path/to/rein]   (default: builds and uses target/debug/rein)
+# TLS_AUDIT_KEEP=DIR keeps testssl's whole report (findings.json, testssl.txt) in DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,7 @@ echo "rein $("$OLDPWD/$rein" --version 2>/dev/null || true) on $addr; testssl $(
 port=${addr##*:}
 testssl --quiet --color 0 --warnings off --sneaky --add-ca "$work/ca.pem" --ip 127.0.0.1 \
     --jsonfile findings.json "https://audit.test:$port" > testssl.txt 2>&1 || true
+[ -z "${TLS_AUDIT_KEEP:-}" ] || cp findings.json testssl.txt "$TLS_AUDIT_KEEP"/
 echo "findings of severity LOW and above:"
 jq -r '.[] | select(.severity == "LOW" or .severity == "MEDIUM" or .severity == "HIGH" or .severity == "CRITICAL")
        | "  \(.severity)\t\(.id)\t\(.finding)"' findings.json
