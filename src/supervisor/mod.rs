@@ -84,6 +84,8 @@ struct App {
 
 pub struct Supervisor {
     dir: PathBuf,
+    /// The user an application without `user` runs as (rein's `--user`, when rein is root).
+    default_user: Option<String>,
     node: Option<(PathBuf, PathBuf)>,
     apps: Mutex<BTreeMap<String, App>>,
 }
@@ -92,7 +94,10 @@ impl Supervisor {
     /// A supervisor keeping its files under `state_dir` (the layout: [`layout`]). A state directory that
     /// cannot be prepared (read-only, full) does not stop rein: what needs no application is served, and each
     /// application fails to start with its own error until the directory can be written.
-    pub fn new(state_dir: &Path) -> Supervisor {
+    ///
+    /// `default_user` is who an application without `user` runs as: Unit runs its applications as an
+    /// unprivileged user (its `--user`, `nobody` by default) rather than as the root it was started as.
+    pub fn new(state_dir: &Path, default_user: Option<String>) -> Supervisor {
         let run = state_dir.join("run");
         if let Err(e) = prepare(state_dir) {
             tracing::error!(dir = %state_dir.display(), error = %e, "cannot prepare the applications' directories: applications cannot start until it can be written");
@@ -103,6 +108,7 @@ impl Supervisor {
         }
         Supervisor {
             dir: state_dir.to_owned(),
+            default_user,
             node: spawn::install_node_support(&run).ok(),
             apps: Mutex::new(BTreeMap::new()),
         }
@@ -119,7 +125,7 @@ impl Supervisor {
     /// Checks what only the filesystem can tell: each executable exists and can be run, each watched path
     /// exists, and a PHP app's `options.file` is a file.
     pub fn validate(&self, apps: &BTreeMap<String, AppConf>) -> Result<(), ConfigError> {
-        for (name, conf) in apps {
+        for (name, conf) in &self.with_default_user(apps) {
             let app_path = JsonPath::root().key("applications").key(name);
             if let Some(missing) = conf
                 .watch
@@ -205,6 +211,7 @@ impl Supervisor {
 
     /// Moves the running applications to `apps`; returns each application's upstream for routing.
     pub fn apply(&self, apps: &BTreeMap<String, AppConf>) -> HashMap<String, Arc<Upstream>> {
+        let apps = &self.with_default_user(apps);
         let mut running = self.apps();
         let gone: Vec<String> = running
             .keys()
@@ -238,10 +245,25 @@ impl Supervisor {
             .collect()
     }
 
+    /// The applications as they run: one without `user` gets the default user, if there is one.
+    fn with_default_user(&self, apps: &BTreeMap<String, AppConf>) -> BTreeMap<String, AppConf> {
+        let mut apps = apps.clone();
+        if let Some(user) = &self.default_user {
+            for conf in apps.values_mut().filter(|c| c.user.is_none()) {
+                conf.user = Some(user.clone());
+            }
+        }
+        apps
+    }
+
     /// Where application `name` keeps its sockets and log.
     fn paths(&self, name: &str) -> Paths {
         Paths {
-            sockets: self.dir.join("run").join(layout::SOCKETS).join(name),
+            sockets: self
+                .dir
+                .join("run")
+                .join(layout::SOCKETS)
+                .join(layout::sockets_dir_name(name)),
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
