@@ -209,8 +209,13 @@ impl Supervisor {
         }
     }
 
-    /// Moves the running applications to `apps`; returns each application's upstream for routing.
-    pub fn apply(&self, apps: &BTreeMap<String, AppConf>) -> HashMap<String, Arc<Upstream>> {
+    /// Moves the running applications to `apps`; returns each application's upstream for routing, and the
+    /// reloads of the changed ones, to wait for.
+    pub fn apply(
+        &self,
+        apps: &BTreeMap<String, AppConf>,
+    ) -> (HashMap<String, Arc<Upstream>>, Reloads) {
+        let mut reloads = Reloads::default();
         let apps = &self.with_default_user(apps);
         let mut running = self.apps();
         let gone: Vec<String> = running
@@ -231,7 +236,11 @@ impl Supervisor {
                 Some(app) => {
                     tracing::info!(app = %name, "application changed: rolling reload");
                     app.conf = conf.clone();
-                    let _ = app.commands.send(Command::Update(Box::new(conf.clone())));
+                    let (reply, report) = oneshot::channel();
+                    let update = Command::Update(Box::new(conf.clone()), Some(reply));
+                    if app.commands.send(update).is_ok() {
+                        reloads.0.push((name.clone(), conf.ready_timeout, report));
+                    }
                 }
                 None => {
                     let app = self.start(name, conf);
@@ -239,10 +248,11 @@ impl Supervisor {
                 }
             }
         }
-        running
+        let upstreams = running
             .iter()
             .map(|(n, a)| (n.clone(), a.upstream.clone()))
-            .collect()
+            .collect();
+        (upstreams, reloads)
     }
 
     /// The applications as they run: one without `user` gets the default user, if there is one.
@@ -333,6 +343,40 @@ impl Supervisor {
             })
             .collect();
         Value::Object(out)
+    }
+}
+
+/// The rolling reloads a configuration change started: each changed application, its readiness timeout, and
+/// the report of its reload.
+#[derive(Default)]
+pub struct Reloads(Vec<(String, Duration, oneshot::Receiver<ReloadReport>)>);
+
+impl Reloads {
+    /// Waits until each changed application's new instances serve, or its reload is abandoned, or its
+    /// readiness timeout (and a second) has passed; returns what happened to those whose new instances do not
+    /// serve, by name. The previous instances keep serving those.
+    pub async fn wait(self) -> BTreeMap<String, String> {
+        let waits = self.0.into_iter().map(|(name, timeout, report)| async move {
+            let wait = timeout + Duration::from_secs(1);
+            let outcome = match tokio::time::timeout(wait, report).await {
+                Ok(Ok(report)) if report.ok => return None,
+                Ok(Ok(report)) => format!(
+                    "the new instances failed ({}); the previous instances keep serving",
+                    report.reason.as_deref().unwrap_or("no reason given")
+                ),
+                Ok(Err(_)) => return None,
+                Err(_) => format!(
+                    "the new instances were not ready within {} s; the previous instances serve until they are",
+                    wait.as_secs_f64()
+                ),
+            };
+            Some((name, outcome))
+        });
+        futures_util::future::join_all(waits)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 
