@@ -137,7 +137,8 @@ impl Supervisor {
                 return Err(at.error(format!("{} does not exist", missing.display())));
             }
             if let AppKind::Php(php) = &conf.kind {
-                php::check_files(php).map_err(|e| app_path.key("options").key("file").error(e))?;
+                php::check_files(conf, php)
+                    .map_err(|e| app_path.key("options").key("file").error(e))?;
             }
             self.check_support_files(conf)
                 .map_err(|e| app_path.key("user").error(e))?;
