@@ -31,9 +31,13 @@ pub enum ChangeError {
 }
 
 /// What a successful change did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Changed {
-    Applied,
+    /// Live and saved. With [`ChangeOptions::wait_for_apps`], the changed applications whose new instances
+    /// do not serve, by name, with what happened (the previous instances keep serving them).
+    Applied {
+        not_ready: std::collections::BTreeMap<String, String>,
+    },
     /// The new document equals the running one: nothing was done.
     Unchanged,
     /// A dry run: the document is valid, and was not applied.
@@ -47,6 +51,9 @@ pub struct ChangeOptions<'a> {
     pub dry_run: bool,
     /// The first configuration of this process: applications are not refused for a missing executable.
     pub startup: bool,
+    /// Answer only once the changed applications' new instances serve (or their reload failed, or their
+    /// readiness timeout passed): what a change asked through the API promises, as Unit's does.
+    pub wait_for_apps: bool,
 }
 
 /// Why a certificate change was refused; nothing changed. The texts are Unit's.
@@ -178,7 +185,8 @@ impl Engine {
             },
             None => None,
         };
-        self.server
+        let reloads = self
+            .server
             .apply(snapshot, !opts.startup)
             .await
             .map_err(ChangeError::Apply)?;
@@ -193,14 +201,21 @@ impl Engine {
         current.generation += 1;
         tracing::info!(generation = current.generation, "configuration applied");
         self.server.shared().acme.changed();
-        Ok(Changed::Applied)
+        // The lock is let go first: reading the configuration does not wait for the applications.
+        drop(current);
+        let not_ready = if opts.wait_for_apps {
+            reloads.wait().await
+        } else {
+            Default::default()
+        };
+        Ok(Changed::Applied { not_ready })
     }
 
     /// Puts the previous document back after a failure that came after it was replaced (only a failed rename of
     /// the prepared save).
     async fn roll_back(&self, previous: &Value, certs: &Certificates) {
         let restored = match compile_with(previous, certs) {
-            Ok(snapshot) => self.server.apply(snapshot, false).await,
+            Ok(snapshot) => self.server.apply(snapshot, false).await.map(drop),
             Err(e) => Err(e),
         };
         if let Err(e) = restored {

@@ -1,7 +1,13 @@
 //! Which script answers a request that goes to a FastCGI server: PHP's `root`/`script`/`index` rules with
 //! the front-controller fallback, and the Python app's `prefix`.
 //!
-//! PHP, for a request path P under `root`:
+//! A PHP application follows Unit's rules ([`PhpTarget::resolve_app`]): with a `script` every request runs it;
+//! otherwise a path with a `.php` segment runs that script, a directory path (`/blog/`) runs its `index`, a
+//! directory named without its slash is redirected to it, and anything else is a 404: no file under `root`
+//! is ever sent as it is (its PHP source would leak), and no front controller is guessed (Unit's needs
+//! `script`). A directory the app's users cannot enter is a 403.
+//!
+//! The `fastcgi` action ([`PhpTarget::resolve`]), for a request path P under `root`:
 //! - with a `script`, every request runs it, P as its `PATH_INFO`;
 //! - a path with a `.php` segment (`/a.php`, `/a.php/more`) runs that script, the rest as `PATH_INFO`, or is a
 //!   404 when the script is not a file (never handed to PHP to guess: the `cgi.fix_pathinfo` hole);
@@ -47,10 +53,34 @@ pub enum Resolved {
     Static(PathBuf),
     /// A directory named without its trailing slash: the path to redirect to.
     Slash(String),
+    /// A directory that cannot be entered (no permission to search it).
+    Forbidden,
     NotFound,
 }
 
 impl PhpTarget {
+    /// What answers the decoded, normalised request `path` for a PHP application, by Unit's rules (the
+    /// module's header).
+    pub fn resolve_app(&self, path: &str) -> Resolved {
+        if self.script.is_some() || php_split(path).is_some() {
+            return self.resolve(path);
+        }
+        if path.ends_with('/') {
+            let name = [path, &self.index].concat();
+            if let Some(file) = self.found(&name) {
+                return Resolved::Script(self.script(file, &name, ""));
+            }
+            return match closed_dir(&self.file(path)) {
+                true => Resolved::Forbidden,
+                false => Resolved::NotFound,
+            };
+        }
+        if self.file(path).is_dir() {
+            return Resolved::Slash(format!("{path}/"));
+        }
+        Resolved::NotFound
+    }
+
     /// The script (or file) that answers the decoded, normalised request `path`.
     pub fn resolve(&self, path: &str) -> Resolved {
         if let Some(script) = &self.script {
@@ -104,6 +134,16 @@ impl PhpTarget {
             extra: Vec::new(),
             cgi: Cgi::Full,
         }
+    }
+}
+
+/// Whether `dir` is a directory that cannot be entered: rein cannot, or no one but root can (no search
+/// permission bit at all), as the applications never run as root by default.
+fn closed_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(dir) {
+        Ok(meta) => meta.is_dir() && meta.permissions().mode() & 0o111 == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
     }
 }
 
@@ -271,6 +311,26 @@ mod tests {
         let later = Instant::now() + FOUND_FOR;
         assert!(!script_exists(&gone, later));
         assert!(!script_exists(&gone, Instant::now()), "forgotten");
+    }
+
+    #[test]
+    fn an_application_runs_scripts_and_indexes_only() {
+        let (d, t) = site();
+        assert_eq!(script(t.resolve_app("/info.php")).0, "/info.php");
+        assert_eq!(script(t.resolve_app("/blog/")).0, "/blog/index.php");
+        assert_eq!(t.resolve_app("/blog"), Resolved::Slash("/blog/".into()));
+        assert_eq!(
+            t.resolve_app("/style.css"),
+            Resolved::NotFound,
+            "never sent"
+        );
+        assert_eq!(t.resolve_app("/2024/hello"), Resolved::NotFound, "no guess");
+        assert_eq!(t.resolve_app("/docs/"), Resolved::NotFound);
+        use std::os::unix::fs::PermissionsExt;
+        let docs = d.path().join("docs");
+        std::fs::set_permissions(&docs, std::fs::Permissions::from_mode(0o000)).unwrap();
+        assert_eq!(t.resolve_app("/docs/"), Resolved::Forbidden);
+        std::fs::set_permissions(&docs, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     #[test]

@@ -119,6 +119,9 @@ pub struct RunArgs {
     /// Threads serving requests, each with its own connections [default: one per CPU]
     #[arg(long, env = "REIN_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: Option<u16>,
+    /// The user an application without "user" runs as, when rein runs as root (as Unit's --user)
+    #[arg(long, default_value = "nobody")]
+    user: String,
     #[command(flatten)]
     control: ControlArgs,
 }
@@ -152,8 +155,15 @@ enum ConfigCommand {
     },
 }
 
-/// `$XDG_STATE_HOME/rein`, else `~/.local/state/rein`, else `./rein-state`.
+/// Root's state directory, where a system service keeps its state.
+const ROOT_STATE_DIR: &str = "/var/lib/rein";
+
+/// The system's `/var/lib/rein` for root (as a packaged server keeps its state, not under `/root`); for other
+/// users `$XDG_STATE_HOME/rein`, else `~/.local/state/rein`, else `./rein-state`.
 fn default_state_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from(ROOT_STATE_DIR);
+    }
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("rein");
     }

@@ -88,7 +88,7 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), String>
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
         .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
-    let supervisor = Supervisor::new(&state_dir);
+    let supervisor = Supervisor::new(&state_dir, default_user(&args.user)?);
     let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
         .await
         .map_err(|e| format!("cannot start with this configuration: {e}"))?;
@@ -112,6 +112,19 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), String>
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Who an application without `user` runs as: `--user` when rein is root (never root by default, as in Unit);
+/// otherwise rein's own user, the only one it can run them as.
+fn default_user(user: &str) -> Result<Option<String>, String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    match nix::unistd::User::from_name(user) {
+        Ok(Some(_)) => Ok(Some(user.to_owned())),
+        Ok(None) => Err(format!("--user {user:?}: no such user")),
+        Err(e) => Err(format!("--user {user:?}: {e}")),
+    }
 }
 
 /// Stops accepting, lets requests in flight finish, then stops the applications, all within `timeout`: one

@@ -135,12 +135,34 @@ fn applications(
     object(v, path)?
         .iter()
         .map(|(name, a)| {
+            app_name(name, path)?;
             Ok((
                 name.clone(),
                 crate::supervisor::conf::compile(a, &path.key(name))?,
             ))
         })
         .collect()
+}
+
+/// The longest application name: it names a file (`logs/NAME.log`) and a directory of sockets, whose names
+/// the filesystem limits to 255 bytes.
+const APP_NAME_MAX: usize = 200;
+
+/// An application's name becomes file names in the state directory: one that cannot be a file name (empty,
+/// `.`, `..`, holding `/` or a NUL byte, or too long) would be accepted and never start.
+fn app_name(name: &str, path: &JsonPath) -> Result<(), ConfigError> {
+    if name.len() > APP_NAME_MAX {
+        return Err(path.error(format!(
+            "an application name is at most {APP_NAME_MAX} bytes (one is {})",
+            name.len()
+        )));
+    }
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(path.key(name).error(
+            "is not a valid application name: it cannot be empty, \".\" or \"..\", or hold '/' or a NUL byte",
+        ));
+    }
+    Ok(())
 }
 
 /// `upstreams`: each compiled by [`crate::upstream::conf::compile`].

@@ -73,6 +73,7 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
         if_match: if_match.as_deref(),
         dry_run,
         startup: false,
+        wait_for_apps: true,
     };
     let result = match method {
         Method::PUT | Method::POST => {
@@ -99,7 +100,14 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
             StatusCode::OK,
             &json!({"success": "Configuration is valid."}),
         ),
-        Ok(Changed::Applied | Changed::Unchanged) => with_etag(
+        Ok(Changed::Applied { not_ready }) if !not_ready.is_empty() => with_etag(
+            answer(
+                StatusCode::OK,
+                &json!({"success": "Reconfiguration done.", "applications": not_ready}),
+            ),
+            &etag,
+        ),
+        Ok(Changed::Applied { .. } | Changed::Unchanged) => with_etag(
             answer(StatusCode::OK, &json!({"success": "Reconfiguration done."})),
             &etag,
         ),

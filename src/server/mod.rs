@@ -117,7 +117,12 @@ impl Server {
     /// With `check_apps`, an application whose executable cannot be run refuses the change. At start-up it
     /// does not: a saved configuration is never refused for an app that broke meanwhile; the app is reported
     /// as failing and retried with back-off instead.
-    pub async fn apply(&self, snapshot: Snapshot, check_apps: bool) -> Result<(), ConfigError> {
+    /// Returns the rolling reloads of the applications the change altered, to wait for.
+    pub async fn apply(
+        &self,
+        snapshot: Snapshot,
+        check_apps: bool,
+    ) -> Result<crate::supervisor::Reloads, ConfigError> {
         let mut running = self.listeners.lock().await;
         if let Some(supervisor) = &self.supervisor
             && check_apps
@@ -153,8 +158,9 @@ impl Server {
             &snapshot.upstreams,
             &snapshot.proxies,
         )?;
+        let mut reloads = crate::supervisor::Reloads::default();
         if let Some(supervisor) = &self.supervisor {
-            upstreams.apps = supervisor.apply(&snapshot.applications);
+            (upstreams.apps, reloads) = supervisor.apply(&snapshot.applications);
         }
         self.shared.current.store(Arc::new(Published {
             snapshot,
@@ -174,7 +180,7 @@ impl Server {
             self.accept_on_workers(bound, &addr, &stop);
             running.insert(addr, Running { stop, local });
         }
-        Ok(())
+        Ok(reloads)
     }
 
     /// Accepts on each of `bound` from its worker thread, or on the caller's runtime when there are no

@@ -9,7 +9,7 @@
 //! | `STATE/` | 0711 when rein creates it ([`crate::state`]) | others pass through, never list it |
 //! | `STATE/run/` | 0711 | the same |
 //! | `STATE/run/node/`, `STATE/run/python/` | 0755, files 0644 | read by the apps' users |
-//! | `STATE/run/apps/NAME/` | `apps/` 0700 | the instances' sockets (an app gets its own as fd 3, never needs the path; no one else may connect by path) and PHP-FPM's configurations (read by its master, which stays root) |
+//! | `STATE/run/apps/NAME/` (a name longer than 32 bytes: its first 15 and a hash) | `apps/` 0700 | the instances' sockets (an app gets its own as fd 3, never needs the path; no one else may connect by path) and PHP-FPM's configurations (read by its master, which stays root) |
 //! | `STATE/run/pids/` | 0700 | the running instances, for the next rein to stop if this one is killed ([`super::leftovers`]) |
 //! | `STATE/logs/` | 0700 | written by rein through pipes; read by `rein logs` as rein's user |
 //!
@@ -25,6 +25,26 @@ use nix::unistd::{Gid, Group, Uid, User};
 
 /// Under `STATE/run/`: one directory per application, for its sockets.
 pub const SOCKETS: &str = "apps";
+
+/// The longest application name used as it is for its sockets' directory: a Unix socket's path is limited to
+/// 107 bytes (`sun_path`), and the directory is followed by `/instance-N.sock`.
+const SOCKETS_NAME_MAX: usize = 32;
+
+/// The directory under [`SOCKETS`] of application `name`: its name, or for a long one its start and a hash of
+/// the whole, so that the sockets' paths stay within `sun_path`.
+pub fn sockets_dir_name(name: &str) -> String {
+    if name.len() <= SOCKETS_NAME_MAX {
+        return name.to_owned();
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let cut = (0..=15)
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}-{hash:016x}", &name[..cut])
+}
 
 /// Traversable by all, listable by none but rein's user.
 pub const TRAVERSABLE: u32 = 0o711;

@@ -84,6 +84,8 @@ struct App {
 
 pub struct Supervisor {
     dir: PathBuf,
+    /// The user an application without `user` runs as (rein's `--user`, when rein is root).
+    default_user: Option<String>,
     node: Option<(PathBuf, PathBuf)>,
     apps: Mutex<BTreeMap<String, App>>,
 }
@@ -92,7 +94,10 @@ impl Supervisor {
     /// A supervisor keeping its files under `state_dir` (the layout: [`layout`]). A state directory that
     /// cannot be prepared (read-only, full) does not stop rein: what needs no application is served, and each
     /// application fails to start with its own error until the directory can be written.
-    pub fn new(state_dir: &Path) -> Supervisor {
+    ///
+    /// `default_user` is who an application without `user` runs as: Unit runs its applications as an
+    /// unprivileged user (its `--user`, `nobody` by default) rather than as the root it was started as.
+    pub fn new(state_dir: &Path, default_user: Option<String>) -> Supervisor {
         let run = state_dir.join("run");
         if let Err(e) = prepare(state_dir) {
             tracing::error!(dir = %state_dir.display(), error = %e, "cannot prepare the applications' directories: applications cannot start until it can be written");
@@ -103,6 +108,7 @@ impl Supervisor {
         }
         Supervisor {
             dir: state_dir.to_owned(),
+            default_user,
             node: spawn::install_node_support(&run).ok(),
             apps: Mutex::new(BTreeMap::new()),
         }
@@ -119,7 +125,7 @@ impl Supervisor {
     /// Checks what only the filesystem can tell: each executable exists and can be run, each watched path
     /// exists, and a PHP app's `options.file` is a file.
     pub fn validate(&self, apps: &BTreeMap<String, AppConf>) -> Result<(), ConfigError> {
-        for (name, conf) in apps {
+        for (name, conf) in &self.with_default_user(apps) {
             let app_path = JsonPath::root().key("applications").key(name);
             if let Some(missing) = conf
                 .watch
@@ -131,7 +137,8 @@ impl Supervisor {
                 return Err(at.error(format!("{} does not exist", missing.display())));
             }
             if let AppKind::Php(php) = &conf.kind {
-                php::check_files(php).map_err(|e| app_path.key("options").key("file").error(e))?;
+                php::check_files(conf, php)
+                    .map_err(|e| app_path.key("options").key("file").error(e))?;
             }
             self.check_support_files(conf)
                 .map_err(|e| app_path.key("user").error(e))?;
@@ -203,8 +210,14 @@ impl Supervisor {
         }
     }
 
-    /// Moves the running applications to `apps`; returns each application's upstream for routing.
-    pub fn apply(&self, apps: &BTreeMap<String, AppConf>) -> HashMap<String, Arc<Upstream>> {
+    /// Moves the running applications to `apps`; returns each application's upstream for routing, and the
+    /// reloads of the changed ones, to wait for.
+    pub fn apply(
+        &self,
+        apps: &BTreeMap<String, AppConf>,
+    ) -> (HashMap<String, Arc<Upstream>>, Reloads) {
+        let mut reloads = Reloads::default();
+        let apps = &self.with_default_user(apps);
         let mut running = self.apps();
         let gone: Vec<String> = running
             .keys()
@@ -224,7 +237,11 @@ impl Supervisor {
                 Some(app) => {
                     tracing::info!(app = %name, "application changed: rolling reload");
                     app.conf = conf.clone();
-                    let _ = app.commands.send(Command::Update(Box::new(conf.clone())));
+                    let (reply, report) = oneshot::channel();
+                    let update = Command::Update(Box::new(conf.clone()), Some(reply));
+                    if app.commands.send(update).is_ok() {
+                        reloads.0.push((name.clone(), conf.ready_timeout, report));
+                    }
                 }
                 None => {
                     let app = self.start(name, conf);
@@ -232,16 +249,32 @@ impl Supervisor {
                 }
             }
         }
-        running
+        let upstreams = running
             .iter()
             .map(|(n, a)| (n.clone(), a.upstream.clone()))
-            .collect()
+            .collect();
+        (upstreams, reloads)
+    }
+
+    /// The applications as they run: one without `user` gets the default user, if there is one.
+    fn with_default_user(&self, apps: &BTreeMap<String, AppConf>) -> BTreeMap<String, AppConf> {
+        let mut apps = apps.clone();
+        if let Some(user) = &self.default_user {
+            for conf in apps.values_mut().filter(|c| c.user.is_none()) {
+                conf.user = Some(user.clone());
+            }
+        }
+        apps
     }
 
     /// Where application `name` keeps its sockets and log.
     fn paths(&self, name: &str) -> Paths {
         Paths {
-            sockets: self.dir.join("run").join(layout::SOCKETS).join(name),
+            sockets: self
+                .dir
+                .join("run")
+                .join(layout::SOCKETS)
+                .join(layout::sockets_dir_name(name)),
             log: self.log_path(name),
             node: self.node.clone(),
             python_adapter: self.python_adapter(),
@@ -311,6 +344,40 @@ impl Supervisor {
             })
             .collect();
         Value::Object(out)
+    }
+}
+
+/// The rolling reloads a configuration change started: each changed application, its readiness timeout, and
+/// the report of its reload.
+#[derive(Default)]
+pub struct Reloads(Vec<(String, Duration, oneshot::Receiver<ReloadReport>)>);
+
+impl Reloads {
+    /// Waits until each changed application's new instances serve, or its reload is abandoned, or its
+    /// readiness timeout (and a second) has passed; returns what happened to those whose new instances do not
+    /// serve, by name. The previous instances keep serving those.
+    pub async fn wait(self) -> BTreeMap<String, String> {
+        let waits = self.0.into_iter().map(|(name, timeout, report)| async move {
+            let wait = timeout + Duration::from_secs(1);
+            let outcome = match tokio::time::timeout(wait, report).await {
+                Ok(Ok(report)) if report.ok => return None,
+                Ok(Ok(report)) => format!(
+                    "the new instances failed ({}); the previous instances keep serving",
+                    report.reason.as_deref().unwrap_or("no reason given")
+                ),
+                Ok(Err(_)) => return None,
+                Err(_) => format!(
+                    "the new instances were not ready within {} s; the previous instances serve until they are",
+                    wait.as_secs_f64()
+                ),
+            };
+            Some((name, outcome))
+        });
+        futures_util::future::join_all(waits)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 

@@ -51,12 +51,31 @@ impl PhpApp {
 
 /// Checks what only the filesystem can tell: the `options.file` php.ini is a file. PHP-FPM given a `-c` that
 /// names nothing runs silently with no php.ini at all, not even the system's.
-pub fn check_files(app: &PhpApp) -> Result<(), String> {
-    match &app.ini {
+pub fn check_files(conf: &AppConf, app: &PhpApp) -> Result<(), String> {
+    match ini_file(conf, app) {
         Some(ini) if !ini.is_file() => Err(format!("{} is not a file", ini.display())),
         _ => Ok(()),
     }
 }
+
+/// `options.file` as an absolute path: a relative one is resolved against the app's `working_directory`, else
+/// rein's own working directory, as Unit resolves it against its own.
+fn ini_file(conf: &AppConf, app: &PhpApp) -> Option<PathBuf> {
+    let ini = app.ini.as_ref()?;
+    if ini.is_absolute() {
+        return Some(ini.clone());
+    }
+    let base = conf
+        .working_directory
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    Some(base.join(ini))
+}
+
+/// PHP settings read only as PHP starts: a pool's `php_admin_value` cannot change them, so they go to the
+/// master's command line (`-d`), which its workers inherit.
+const STARTUP_ONLY: &[&str] = &["disable_functions", "disable_classes"];
 
 /// What a target (or the app itself, without targets) sets.
 const TARGET_KEYS: &[&str] = &["root", "script", "index"];
@@ -86,11 +105,11 @@ fn options(v: &Value, path: &JsonPath, app: &mut PhpApp) -> Result<(), ConfigErr
     known_keys(map, &["file", "admin", "user"], path)?;
     if let Some(f) = map.get("file") {
         let at = path.key("file");
-        let ini = PathBuf::from(string(f, &at)?);
-        if !ini.is_absolute() {
-            return Err(at.error("must be an absolute path"));
+        let ini = string(f, &at)?;
+        if ini.is_empty() {
+            return Err(at.error("must name a php.ini file"));
         }
-        app.ini = Some(ini);
+        app.ini = Some(PathBuf::from(ini));
     }
     let settings = |key: &str| -> Result<Vec<(String, String)>, ConfigError> {
         let Some(v) = map.get(key) else {
@@ -169,8 +188,15 @@ pub fn launch(
         "--fpm-config".to_owned(),
         file.display().to_string(),
     ];
-    if let Some(ini) = &php.ini {
+    if let Some(ini) = ini_file(conf, php) {
         args.extend(["-c".to_owned(), ini.display().to_string()]);
+    }
+    for (k, v) in php
+        .admin
+        .iter()
+        .filter(|(k, _)| STARTUP_ONLY.contains(&k.as_str()))
+    {
+        args.extend(["-d".to_owned(), format!("{k}={v}")]);
     }
     if nix::unistd::geteuid().is_root() {
         // As root, PHP-FPM insists on being told; its workers run as the pool's `user` (root unless set).
@@ -265,7 +291,11 @@ pub fn fpm_config(name: &str, conf: &AppConf, php: &PhpApp, listen: &str) -> Str
     set(&mut out, "decorate_workers_output", "no");
     // The app's `environment` reaches the scripts' getenv() and $_ENV.
     set(&mut out, "clear_env", "no");
-    for (k, v) in &php.admin {
+    for (k, v) in php
+        .admin
+        .iter()
+        .filter(|(k, _)| !STARTUP_ONLY.contains(&k.as_str()))
+    {
         set(&mut out, &format!("php_admin_value[{k}]"), v);
     }
     for (k, v) in &php.user {

@@ -29,8 +29,9 @@ use crate::upstream::{Member, ServerState, Upstream};
 
 /// What the rest of rein asks of a running application.
 pub enum Command {
-    /// The configuration changed: new settings, and a rolling reload onto them.
-    Update(Box<AppConf>),
+    /// The configuration changed: new settings, and a rolling reload onto them; the report of the first reload
+    /// that runs on them goes to the sender.
+    Update(Box<AppConf>, Option<oneshot::Sender<ReloadReport>>),
     /// A rolling reload; the report goes to the sender once it is done.
     Reload(Option<oneshot::Sender<ReloadReport>>),
     /// Stop every instance (gracefully) and end.
@@ -71,6 +72,8 @@ pub struct Runner {
     events: mpsc::UnboundedSender<Event>,
     respawn: Option<JoinHandle<()>>,
     waiting: Vec<oneshot::Sender<ReloadReport>>,
+    /// Waiting for the first reload of a generation above the given one: the reload onto an update.
+    waiting_update: Vec<(u64, oneshot::Sender<ReloadReport>)>,
     view: Arc<Mutex<AppView>>,
     /// The upstream's outcome counts when the running reload started.
     reload_base: Option<(u64, u64)>,
@@ -121,6 +124,7 @@ impl Runner {
             events,
             respawn: None,
             waiting: Vec::new(),
+            waiting_update: Vec::new(),
             view,
             reload_base: None,
             reload_counts: None,
@@ -168,7 +172,11 @@ impl Runner {
     fn command(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         let now = Instant::now();
         let effects = match command {
-            Command::Update(conf) => {
+            Command::Update(conf, reply) => {
+                if let Some(reply) = reply {
+                    self.waiting_update
+                        .push((self.newest_generation(now), reply));
+                }
                 let rewatch = conf.watch != self.conf.watch;
                 self.conf = *conf;
                 self.target = self.conf.processes;
@@ -545,6 +553,21 @@ impl Runner {
         for waiter in self.waiting.drain(..) {
             let _ = waiter.send(report.clone());
         }
+        let (done, waiting) = std::mem::take(&mut self.waiting_update)
+            .into_iter()
+            .partition(|(after, _)| report.generation > *after);
+        self.waiting_update = waiting;
+        for (_, waiter) in done {
+            let _ = waiter.send(report.clone());
+        }
+    }
+
+    /// The newest generation begun: a reload's target while one runs. A reload that starts later (a queued
+    /// one included) has a higher one, and runs on the configuration set now.
+    fn newest_generation(&self, now: Instant) -> u64 {
+        let status = self.machine.status(now);
+        let instances = status.instances.iter().map(|i| i.generation);
+        instances.fold(status.generation, u64::max)
     }
 
     /// Refreshes what `/status` shows, and forgets instances that have exited.

@@ -485,10 +485,9 @@ fn environment(spec: &SpawnSpec, creds: &Credentials) -> Vec<(OsString, OsString
     set("LISTEN_FDNAMES", fd_name(&spec.name).into());
     match &spec.socket {
         AppSocket::Tcp(addr) => set("PORT", addr.port().to_string().into()),
-        AppSocket::Unix(path) => {
-            set("REIN_SOCKET", path.into());
-            set("PORT", path.into());
-        }
+        // `PORT` is a number to every framework that reads it (gunicorn, Express, Rails): a Unix socket's
+        // path is only in `REIN_SOCKET`.
+        AppSocket::Unix(path) => set("REIN_SOCKET", path.into()),
     }
     env
 }

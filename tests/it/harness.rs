@@ -56,8 +56,12 @@ impl Rein {
         let log = dir.path().join("rein.log");
         let empty = dir.path().join("empty.json");
         std::fs::write(&empty, "{}").unwrap();
-        let args: Vec<String> = args
+        // Tests run their apps as the test's user unless they say otherwise: `DEFAULT-USER` leaves rein's own
+        // default (`nobody` when rein runs as root).
+        let default_user = args.iter().any(|a| *a == "DEFAULT-USER" || *a == "--user");
+        let mut args: Vec<String> = args
             .iter()
+            .filter(|a| **a != "DEFAULT-USER")
             .map(|a| {
                 if *a == "EMPTY" {
                     empty.display().to_string()
@@ -66,6 +70,9 @@ impl Rein {
                 }
             })
             .collect();
+        if !default_user {
+            args.extend(["--user".to_owned(), test_user()]);
+        }
         let rein = env!("CARGO_BIN_EXE_rein");
         let mut command = match wrapper.split_first() {
             Some((program, wrapper_args)) => {
@@ -476,4 +483,12 @@ pub fn rein_bench(args: &[&str]) -> BenchRun {
         stderr,
         took,
     }
+}
+
+/// The user running the tests, by name (`--user` takes a name).
+fn test_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::effective())
+        .ok()
+        .flatten()
+        .map_or_else(|| "root".to_owned(), |u| u.name)
 }

@@ -1,6 +1,7 @@
 //! PHP end to end: rein runs its own PHP-FPM for `"type": "php"` apps, and passes to an existing PHP-FPM
 //! with the `fastcgi` action. Real PHP scripts (`tests/apps/php/`) read GET, POST, uploads, cookies,
-//! headers and `PATH_INFO`; a front controller takes what is not a file; static files are rein's; a fatal
+//! headers and `PATH_INFO`; an app answers as Unit's does (scripts and indexes only); the `fastcgi` action has a
+//! front controller and serves static files itself; a fatal
 //! error is a logged 500; PHP-FPM killed or reloaded under load fails no request.
 
 use std::net::SocketAddr;
@@ -150,37 +151,84 @@ fn multipart_uploads_reach_php_files() {
     assert_eq!(env["files"]["photo"]["md5"], md5_of(&file));
 }
 
+/// A PHP application answers as Unit's does: scripts and directory indexes run; no other file under `root`
+/// is sent (its source would leak: `index.wrong` holding PHP); a path that is no script is a 404 (Unit's
+/// front controller needs `script`); a directory without its slash is redirected with an absolute
+/// `Location`; a directory the app's users cannot enter is a 403.
 #[test]
-fn static_files_are_served_by_rein_and_other_paths_by_the_front_controller() {
+fn a_php_app_runs_scripts_and_indexes_only_as_unit_does() {
     let rein = Rein::start();
-    let addr = serve_php(&rein, php_app(json!({})));
+    let root = rein.dir.path().join("www");
+    std::fs::create_dir_all(root.join("blog")).unwrap();
+    std::fs::write(
+        root.join("index.php"),
+        "<?php echo 'front|', $_SERVER['SCRIPT_NAME'];",
+    )
+    .unwrap();
+    std::fs::write(root.join("index.wrong"), "<?php echo 'secret source';").unwrap();
+    std::fs::write(root.join("style.css"), "body {}").unwrap();
+    std::fs::write(root.join("blog/index.php"), "<?php echo 'blog index';").unwrap();
+    std::fs::create_dir(root.join("closed")).unwrap();
+    let addr = serve_php(&rein, php_app(json!({"root": root})));
 
-    // A file: rein's static handler answers (with its validators), PHP never sees it.
-    let r = get(addr, "/style.css");
-    assert_eq!(r.status, 200);
-    assert_eq!(r.text(), "body { color: red }\n");
-    assert!(
-        r.header("etag").is_some(),
-        "static answers carry rein's ETag: {:?}",
-        r.headers
-    );
-    assert!(r.header("content-type").unwrap().starts_with("text/css"));
-
-    // Pretty URLs go to index.php, with the original REQUEST_URI (WordPress, Laravel).
-    let r = get(addr, "/2026/11/hello-world?x=1");
-    assert_eq!(r.text(), "front|/2026/11/hello-world?x=1|/index.php|\n");
-    assert_eq!(get(addr, "/").text(), "front|/|/index.php|\n");
-
-    // A directory's own index; a directory without its slash is redirected to it.
+    assert_eq!(get(addr, "/").text(), "front|/index.php");
+    assert_eq!(get(addr, "/index.php").text(), "front|/index.php");
     assert_eq!(get(addr, "/blog/").text(), "blog index");
+    for path in [
+        "/index.wrong",
+        "/style.css",
+        "/2026/11/hello-world",
+        "/missing.php",
+    ] {
+        let r = get(addr, path);
+        assert_eq!(r.status, 404, "{path}: {}", r.text());
+        assert!(!r.text().contains("secret source"), "{path}");
+    }
+    assert_eq!(get(addr, "/style.css.php/x").status, 404);
+
     let r = get(addr, "/blog?p=2");
     assert_eq!(r.status, 301);
-    assert_eq!(r.header("location"), Some("/blog/?p=2"));
+    assert_eq!(
+        r.header("location"),
+        Some("http://test/blog/?p=2"),
+        "the client's Host, as Unit writes it"
+    );
 
-    // A missing script is a 404 from rein, never a guess by PHP; nor is source ever served.
-    assert_eq!(get(addr, "/missing.php").status, 404);
-    assert_eq!(get(addr, "/style.css.php/x").status, 404);
-    assert!(!get(addr, "/hello.php").text().contains("<?php"));
+    use std::os::unix::fs::PermissionsExt;
+    let closed = root.join("closed");
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o000)).unwrap();
+    assert_eq!(get(addr, "/closed/").status, 403);
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Unit's `options`: a relative `file` is resolved (against `working_directory`), and `disable_functions` /
+/// `disable_classes` in `admin` take effect.
+#[test]
+fn php_options_relative_file_and_disabled_functions() {
+    let rein = Rein::start();
+    let dir = rein.dir.path().join("wd");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("app.ini"), "memory_limit = 71M\n").unwrap();
+    let root = rein.dir.path().join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("probe.php"),
+        "<?php set_error_handler(function ($n, $m) { echo str_contains($m, 'disabled') ? 'no class' : $m; \
+         return true; });\n\
+         echo ini_get('memory_limit'), '|', function_exists('str_rot13') ? 'f' : 'no function', '|';\n\
+         new ArrayObject();",
+    )
+    .unwrap();
+    let app = php_app(json!({
+        "root": root,
+        "working_directory": dir,
+        "options": {
+            "file": "app.ini",
+            "admin": {"disable_functions": "str_rot13", "disable_classes": "ArrayObject"}
+        }
+    }));
+    let addr = serve_php(&rein, app);
+    assert_eq!(get(addr, "/probe.php").text(), "71M|no function|no class");
 }
 
 #[test]
@@ -247,10 +295,7 @@ fn rolling_reloads_under_load_fail_no_request() {
     let rein = Rein::start();
     let addr = serve_php(&rein, php_app(json!({})));
     wait_for("PHP to answer", || get(addr, "/hello.php").status == 200);
-    let load = Load::start(
-        addr,
-        &["/hello.php", "/hello.php", "/env.php", "/style.css"],
-    );
+    let load = Load::start(addr, &["/hello.php", "/hello.php", "/env.php", "/blog/"]);
     for _ in 0..3 {
         load.wait_more(200);
         let before = fpm_master(&rein);

@@ -356,3 +356,29 @@ fn home_picks_the_virtualenv_and_environment_reaches_the_app() {
     );
     assert_eq!(runtime["greeting"], "hi from rein", "{runtime}");
 }
+
+/// What Unit's WSGI host accepts: `start_response('200', …)` (no reason phrase), a body returned as one bare
+/// `bytes` object (the whole body, not its bytes one by one), and a `Content-Length` that is not a number
+/// (Unit passes the body on; rein drops the header and frames the body itself).
+#[test]
+fn wsgi_apps_written_for_unit_are_served_as_unit_serves_them() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, python_app("wsgi_unit_ways", json!({})));
+    let r = get(addr, "/bare_status");
+    assert_eq!((r.status, r.text().as_str()), (200, "bare status"), "{r:?}");
+    let r = get(addr, "/bare_status_404");
+    assert_eq!((r.status, r.text().as_str()), (404, "not here"), "{r:?}");
+    let r = get(addr, "/bytes");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "one bytes object, not an iterable of chunks"),
+        "{r:?}"
+    );
+    let r = get(addr, "/bad_length");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "framed by rein"),
+        "{r:?}"
+    );
+    assert!(r.header("content-length") != Some("abc"), "{r:?}");
+}

@@ -29,7 +29,7 @@ impl Ctx<'_> {
         match &conf.kind {
             AppKind::External => self.proxy(upstream).await,
             AppKind::Php(php) => match php.target(target) {
-                Some(rules) => self.php(upstream, rules, &[]).await,
+                Some(rules) => self.php_app(upstream, rules).await,
                 None => error(StatusCode::NOT_FOUND),
             },
             AppKind::Python(py) => match py.callable(target) {
@@ -61,6 +61,40 @@ impl Ctx<'_> {
         }
     }
 
+    /// A PHP application's request, by Unit's rules: a script to run, a directory's slash (its `Location`
+    /// absolute, as Unit writes it), or an error.
+    async fn php_app(&mut self, upstream: &Arc<Upstream>, rules: &PhpTarget) -> Response<Body> {
+        match rules.resolve_app(&self.request.path) {
+            Resolved::Script(script) => self.fastcgi(upstream, &script).await,
+            Resolved::Slash(path) => {
+                let _ = self.drain().await;
+                let req = &*self.request;
+                let host = req
+                    .headers
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_owned)
+                    .or_else(|| req.local.map(|a| a.to_string()))
+                    .unwrap_or_else(|| "localhost".to_owned());
+                let mut location = format!("{}://{host}{path}", req.scheme);
+                if !req.query.is_empty() {
+                    location.push('?');
+                    location.push_str(&req.query);
+                }
+                return_response(StatusCode::MOVED_PERMANENTLY, Some(location))
+            }
+            Resolved::Forbidden => {
+                let _ = self.drain().await;
+                error(StatusCode::FORBIDDEN)
+            }
+            Resolved::Static(_) | Resolved::NotFound => {
+                let _ = self.drain().await;
+                error(StatusCode::NOT_FOUND)
+            }
+        }
+    }
+
     /// A PHP request: a script to run, a file rein serves itself, a directory's slash, or nothing.
     async fn php(
         &mut self,
@@ -86,6 +120,10 @@ impl Ctx<'_> {
             Resolved::NotFound => {
                 let _ = self.drain().await;
                 error(StatusCode::NOT_FOUND)
+            }
+            Resolved::Forbidden => {
+                let _ = self.drain().await;
+                error(StatusCode::FORBIDDEN)
             }
         }
     }

@@ -390,7 +390,8 @@ def wsgi_head(status, headers):
     """The CGI head for start_response's arguments, validated; raises TypeError/ValueError."""
     if type(status) is not str:
         raise TypeError("WSGI status must be a str, not %s" % type(status).__name__)
-    if len(status) < 4 or not status[:3].isdigit() or status[3] != " ":
+    # A bare code ("200") is accepted, as Unit does: the reason phrase is the client's business.
+    if len(status) < 3 or not status[:3].isdigit() or status[3:4] not in ("", " "):
         raise ValueError("WSGI status must look like '200 OK', not %r" % status)
     lines = ["Status: ", status, "\r\n"]
     for name, value in headers:
@@ -398,12 +399,25 @@ def wsgi_head(status, headers):
             raise TypeError("WSGI header names and values must be str: %r" % ((name, value),))
         if not name or ":" in name:
             raise ValueError("invalid WSGI header name %r" % name)
+        if name.lower() == "content-length" and not valid_length(value):
+            # Unit passes the app's body on whatever this says; rein frames the body itself instead of
+            # refusing the response (a Content-Length nobody can parse would leave the client unable to).
+            log("ignored the app's invalid Content-Length %r" % value[:64])
+            continue
         lines += (name, ": ", value, "\r\n")
     lines.append("\r\n")
     head = "".join(lines)
-    if head.count("\n") != len(headers) + 2 or head.count("\r") != len(headers) + 2:
+    # The status line, each header kept (4 items each) and the empty line.
+    expected = (len(lines) - 4) // 4 + 2
+    if head.count("\n") != expected or head.count("\r") != expected:
         raise ValueError("CR or LF in WSGI status or headers: %r %r" % (status, headers))
     return head.encode("latin-1")
+
+
+def valid_length(value):
+    """Whether a Content-Length value is one decimal number."""
+    value = value.strip(" \t")
+    return value.isascii() and value.isdigit()
 
 
 class WsgiRequest:
@@ -497,6 +511,9 @@ class WsgiRequest:
         return self.conn.alive
 
     def _respond(self, result):
+        if type(result) is bytes or type(result) is bytearray:  # one body, as Unit takes it: not its bytes
+            self._finish(bytes(result))
+            return
         if type(result) is list or type(result) is tuple:  # complete already: one write
             data = result[0] if len(result) == 1 else b"".join(result)
             self._finish(data if type(data) is bytes else as_bytes(data))

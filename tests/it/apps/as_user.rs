@@ -24,6 +24,22 @@ struct AsNobody {
 
 /// `None` (after saying why) when the test cannot switch users here.
 fn as_nobody() -> Option<AsNobody> {
+    as_nobody_by(&[])
+}
+
+/// [`as_nobody`] with rein's own default user: `args` are extra arguments to `rein run` (`--user NAME`), and
+/// apps are given no `user`.
+fn as_default_user(args: &[&str]) -> Option<AsNobody> {
+    let mut args = args.to_vec();
+    if args.is_empty() {
+        args.push("DEFAULT-USER");
+    }
+    let mut t = as_nobody_by(&args)?;
+    t.creds = json!({});
+    Some(t)
+}
+
+fn as_nobody_by(extra: &[&str]) -> Option<AsNobody> {
     if !Uid::effective().is_root() {
         eprintln!("skipped: not root, so rein cannot run an app as another user");
         return None;
@@ -42,11 +58,8 @@ fn as_nobody() -> Option<AsNobody> {
     // Whatever mode the temp dir got: nobody must be able to reach the state dir and the code inside.
     open_to_all(dir.path());
     // The system's PATH: a version manager's shims under /root (a pyenv `python3`) are out of nobody's reach.
-    let rein = Rein::start_in_env(
-        dir,
-        &["--config", "EMPTY"],
-        &[("PATH", "/usr/local/bin:/usr/bin:/bin")],
-    );
+    let args = [&["--config", "EMPTY"], extra].concat();
+    let rein = Rein::start_in_env(dir, &args, &[("PATH", "/usr/local/bin:/usr/bin:/bin")]);
     rein.wait_ready();
     let code = rein.dir.path().join("code");
     std::fs::create_dir(&code).unwrap();
@@ -201,6 +214,71 @@ fn a_python_app_runs_as_nobody() {
     let addr = t.serve("py", conf);
     let r = get(addr, "/");
     assert_eq!((r.status, r.text()), (200, t.expected.clone()));
+}
+
+const WHOAMI_PY: &str = "import os\n\
+     def application(environ, start_response):\n    \
+         start_response('200 OK', [('Content-Type', 'text/plain')])\n    \
+         return [f'{os.getuid()}:{os.getgid()}'.encode()]\n";
+
+/// Unit runs applications as its `--user` (`nobody` by default), never as the root it runs as: an app
+/// without `user` (Python, and PHP-FPM's workers) runs as `nobody` and its primary group.
+#[test]
+fn an_app_without_user_runs_as_nobody_when_rein_is_root() {
+    let Some(t) = as_default_user(&[]) else {
+        return;
+    };
+    let nobody = User::from_name("nobody").unwrap().unwrap();
+    let expected = format!("{}:{}", nobody.uid, nobody.gid);
+    t.write("whoami.py", WHOAMI_PY);
+    let addr = t.serve(
+        "py",
+        json!({"type": "python", "path": t.code, "module": "whoami"}),
+    );
+    assert_eq!(get(addr, "/").text(), expected);
+    if !has_fpm() {
+        eprintln!("skipped the PHP half: no php-fpm in /usr/sbin");
+        return;
+    }
+    t.write(
+        "php/index.php",
+        "<?php echo posix_getuid(), ':', posix_getgid();\n",
+    );
+    open_to_all(&t.code.join("php"));
+    let addr = t.serve("php", json!({"type": "php", "root": t.code.join("php")}));
+    assert_eq!(get(addr, "/").text(), expected);
+}
+
+/// `rein run --user NAME` names that default; an app's own `user` still wins.
+#[test]
+fn rein_run_user_names_the_default_user() {
+    let Ok(Some(daemon)) = User::from_name("daemon") else {
+        eprintln!("skipped: no user daemon");
+        return;
+    };
+    let Some(t) = as_default_user(&["--user", "daemon"]) else {
+        return;
+    };
+    t.write("whoami.py", WHOAMI_PY);
+    let addr = t.serve(
+        "py",
+        json!({"type": "python", "path": t.code, "module": "whoami"}),
+    );
+    assert_eq!(
+        get(addr, "/").text(),
+        format!("{}:{}", daemon.uid, daemon.gid)
+    );
+    let root = json!({"type": "python", "path": t.code, "module": "whoami", "user": "root"});
+    let addr = t.serve("asroot", root);
+    assert_eq!(get(addr, "/").text(), "0:0");
+}
+
+fn has_fpm() -> bool {
+    std::fs::read_dir("/usr/sbin")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("php-fpm"))
 }
 
 #[test]

@@ -112,3 +112,28 @@ fn sighup_reloads_each_application_exactly_once() {
     let addr = rein.bound("127.0.0.1:0");
     assert_eq!(who(&get(addr, "/")).0, "a2");
 }
+
+/// Root's default state directory is the system's `/var/lib/rein`, as Unit keeps its state in its own system
+/// directory, not under `/root`; other users keep `~/.local/state/rein`.
+#[test]
+fn the_default_state_directory_is_var_lib_rein_for_root() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .arg("status")
+        .env_remove("REIN_CONTROL")
+        .env_remove("REIN_STATE")
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = if nix::unistd::Uid::effective().is_root() {
+        "unix:/var/lib/rein/control.sock".to_owned()
+    } else {
+        format!(
+            "unix:{}/.local/state/rein/control.sock",
+            home.path().display()
+        )
+    };
+    assert!(err.contains(&expected), "{expected} in {err}");
+}

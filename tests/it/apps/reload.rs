@@ -340,3 +340,43 @@ fn a_bad_reload_option_is_refused_with_its_path() {
     let (code, body) = rein.api("PUT", "/config/applications/py", Some(&good.to_string()));
     assert_eq!(code, 200, "{body}");
 }
+
+// ----- A change is live when the API answers ---------------------------------------------------------------
+
+/// Unit answers a change once it is in place: every request after the answer reaches the new version (no
+/// request fails meanwhile: the old instances serve until the new ones are ready). A release that never
+/// becomes ready is still applied, and the answer says the previous instances keep serving.
+#[test]
+fn a_change_to_an_application_is_live_when_the_api_answers() {
+    let rein = Rein::start();
+    let addr = serve_one(&rein, "py", python_app("v1", &[], json!({"processes": 2})));
+    wait_ready(&rein, "py", 2);
+    let script = app_file("python_app.py");
+    for tag in ["v2", "v3"] {
+        let args = json!([script, tag, "--sleep", "0.3"]);
+        let (code, body) = rein.api(
+            "PUT",
+            "/config/applications/py/arguments",
+            Some(&args.to_string()),
+        );
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(body, json!({"success": "Reconfiguration done."}));
+        for _ in 0..6 {
+            assert_eq!(who(&get(addr, "/")).0, tag, "the change is live");
+        }
+    }
+
+    let broken = json!([script, "v4", "--fail-at-start"]);
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/applications/py/arguments",
+        Some(&broken.to_string()),
+    );
+    assert_eq!(code, 200, "applied and saved: {body}");
+    let said = body["applications"]["py"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("the previous instances keep serving"),
+        "{body}"
+    );
+    assert_eq!(who(&get(addr, "/")).0, "v3");
+}

@@ -89,7 +89,8 @@ fn python_app_serves_on_fd_3_and_sees_its_environment() {
     let sock = env["REIN_SOCKET"]
         .as_str()
         .expect("REIN_SOCKET on a unix socket");
-    assert_eq!(env["PORT"], sock, "PORT names the socket too: {env}");
+    // Frameworks parse `PORT` as a number (plain `gunicorn app:app` fails on a path): only TCP sets it.
+    assert_eq!(env["PORT"], Value::Null, "no PORT on a Unix socket: {env}");
     assert!(
         Path::new(sock).starts_with(rein.state.join("run/apps/py")),
         "{sock}"
@@ -192,4 +193,37 @@ fn requests_go_to_the_instance_with_the_fewest_in_flight() {
         );
     }
     assert_eq!(slow_pid(&held.join().unwrap()), busy);
+}
+
+/// An application's name becomes file names (its log, its sockets' directory): a name holding `/`, or too
+/// long for a file name, is refused with the configuration rather than accepted and never started.
+#[test]
+fn application_names_that_cannot_be_file_names_are_refused() {
+    let rein = Rein::start();
+    let long = "a".repeat(1 << 20);
+    for (name, expected) in [
+        ("blah/blah", "is not a valid application name"),
+        ("..", "is not a valid application name"),
+        (long.as_str(), "an application name is at most 200 bytes"),
+    ] {
+        let doc = json!({name: python_app("v1", &[], json!({}))});
+        let (code, body) = rein.api("PUT", "/config/applications", Some(&doc.to_string()));
+        assert_eq!(
+            code,
+            400,
+            "{}",
+            &body.to_string()[..200.min(body.to_string().len())]
+        );
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(expected),
+            "{}",
+            &detail[..300.min(detail.len())]
+        );
+    }
+    // A name of the longest length starts and serves.
+    let name = "n".repeat(200);
+    let addr = serve_one(&rein, &name, python_app("v1", &[], json!({})));
+    wait_ready(&rein, &name, 1);
+    assert_eq!(get(addr, "/").status, 200);
 }
