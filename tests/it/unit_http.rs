@@ -141,3 +141,25 @@ fn malformed_hosts_are_refused_and_server_version_can_be_hidden() {
     let ok = raw(addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
     assert_eq!(ok.header("server"), Some("rein"));
 }
+
+/// Unit answers a connection that sends nothing with 408 at `idle_timeout` (its `test_settings_idle_timeout_2`),
+/// and a head still incomplete at `header_read_timeout` with 408; both close the connection.
+#[test]
+fn silent_and_partial_connections_get_408() {
+    let rein = Rein::start();
+    let addr = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"settings": {"http": {"idle_timeout": 0.3, "header_read_timeout": 0.3}}}),
+    );
+    // Nothing sent: the read waits for rein's answer (the harness deadline fails the test if none comes).
+    let mut silent = Conn::open(addr);
+    let r = silent.read().expect("a 408 to a silent connection");
+    assert_eq!(r.status, 408);
+    assert!(!r.body.is_empty());
+    assert!(silent.is_closed());
+
+    let mut partial = Conn::open(addr);
+    partial.send_raw(b"GET / HTTP/1.1\r\nHost: a\r\n");
+    assert_eq!(partial.read().map(|r| r.status), Some(408));
+    assert!(partial.is_closed());
+}
