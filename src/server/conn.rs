@@ -17,9 +17,6 @@ use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts};
 use crate::snapshot::{Http2Settings, ListenAddr};
 
-/// The largest request head accepted (request line and all fields); a larger one is answered with 431.
-const MAX_HEAD: usize = 32 * 1024;
-
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
 
@@ -78,7 +75,7 @@ pub async fn start<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (tls, h2c, timeouts, http2) = {
+    let (tls, h2c, timeouts, http2, max_head) = {
         let current = shared.current.load();
         let settings = &current.snapshot.settings;
         let l = current.snapshot.listeners.get(&listener);
@@ -87,7 +84,14 @@ pub async fn start<S>(
             l.is_some_and(|l| l.h2c),
             Timeouts::from(settings),
             settings.http2.clone(),
+            settings.max_head(),
         )
+    };
+    // Limits, like timeouts, are those in force when the connection arrived, as in Unit.
+    let limits = Limits {
+        timeouts,
+        http2,
+        max_head,
     };
     let info = |scheme, protocol| ConnInfo {
         listener: listener.clone(),
@@ -107,15 +111,14 @@ pub async fn start<S>(
             io,
             Arc::new(info("http", protocol)),
             protocol,
-            timeouts,
-            http2,
+            limits,
             shared,
             stop,
         )
         .await;
     };
     let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
-    let stream = match tokio::time::timeout(timeouts.header, handshake).await {
+    let stream = match tokio::time::timeout(limits.timeouts.header, handshake).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
@@ -134,26 +137,36 @@ pub async fn start<S>(
         stream,
         Arc::new(info("https", protocol)),
         protocol,
-        timeouts,
-        http2,
+        limits,
         shared,
         stop,
     )
     .await;
 }
 
+/// What a connection is held to, fixed when it arrives.
+struct Limits {
+    timeouts: Timeouts,
+    http2: Http2Settings,
+    /// The largest HTTP/1 request head (request line and all fields); a larger one is answered with 431.
+    max_head: usize,
+}
+
 async fn serve<S>(
     io: S,
     info: Arc<ConnInfo>,
     protocol: Protocol,
-    timeouts: Timeouts,
-    http2: Http2Settings,
+    limits: Limits,
     shared: Arc<Shared>,
     stop: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // Timeouts are those in force when the connection arrived, as in Unit.
+    let Limits {
+        timeouts,
+        http2,
+        max_head,
+    } = limits;
     let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
     let svc = {
@@ -169,7 +182,7 @@ async fn serve<S>(
         Protocol::Http1 => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
-                .max_header_size(MAX_HEAD)
+                .max_header_size(max_head)
                 .serve_connection(io, svc)
                 .with_upgrades();
             drive!(conn, stop)
@@ -181,7 +194,7 @@ async fn serve<S>(
         }
         Protocol::Either => {
             let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder.http1().keep_alive(true).max_buf_size(MAX_HEAD);
+            builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
             drive!(builder.serve_connection_with_upgrades(io, svc), stop)
         }

@@ -163,3 +163,43 @@ fn silent_and_partial_connections_get_408() {
     assert_eq!(partial.read().map(|r| r.status), Some(408));
     assert!(partial.is_closed());
 }
+
+/// Unit answers 431 to a header field line that does not fit `large_header_buffer_size` (8 KB by default), a
+/// long `Host` included, and takes the setting (with `large_header_buffers` and `body_buffer_size`).
+#[test]
+fn a_header_field_longer_than_the_large_buffer_is_a_431() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let long = "v".repeat(8200);
+    let head = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Long: {long}\r\n\r\n");
+    let r = raw(addr, head.as_bytes()).unwrap();
+    assert_eq!(r.status, 431);
+    assert!(!r.body.is_empty());
+    let host = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", "h".repeat(10_000));
+    assert_eq!(raw(addr, host.as_bytes()).unwrap().status, 431);
+    let fits = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX-Fits: {}\r\n\r\n",
+        "v".repeat(8000)
+    );
+    assert_eq!(raw(addr, fits.as_bytes()).unwrap().status, 200);
+
+    let addr = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"settings": {"http": {
+            "large_header_buffer_size": 16384, "large_header_buffers": 4, "body_buffer_size": 32768}}}),
+    );
+    assert_eq!(raw(addr, head.as_bytes()).unwrap().status, 200);
+    let (status, body) = rein.api(
+        "PUT",
+        "/config/settings/http/large_header_buffers",
+        Some("0"),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("settings/http/large_header_buffers"),
+        "{body}"
+    );
+}
