@@ -38,7 +38,6 @@ macro_rules! drive {
 }
 
 /// What a request needs to know about the connection it came on.
-#[derive(Debug)]
 pub struct ConnInfo {
     pub listener: ListenAddr,
     pub remote: Option<SocketAddr>,
@@ -48,6 +47,8 @@ pub struct ConnInfo {
     /// HTTP/2 (or h2c, which may become HTTP/2): requests share the connection.
     pub multiplexed: bool,
     pub state: Arc<ConnState>,
+    /// The configuration to finish on once the listener is removed.
+    pub last: Arc<std::sync::OnceLock<Arc<super::Published>>>,
 }
 
 /// The protocol a connection speaks.
@@ -71,10 +72,11 @@ pub async fn start<S>(
     listener: ListenAddr,
     peer: Peer,
     shared: Arc<Shared>,
-    stop: CancellationToken,
+    drain: super::Drain,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let stop = drain.stop;
     let (tls, h2c, timeouts, http2, max_head) = {
         let current = shared.current.load();
         let settings = &current.snapshot.settings;
@@ -100,6 +102,7 @@ pub async fn start<S>(
         scheme,
         multiplexed: protocol != Protocol::Http1,
         state: Arc::default(),
+        last: drain.last.clone(),
     };
     let Some(config) = tls else {
         let protocol = if h2c {

@@ -203,3 +203,20 @@ fn a_header_field_longer_than_the_large_buffer_is_a_431() {
         "{body}"
     );
 }
+
+/// A request half received when its listener is removed finishes on the configuration it started on (Unit
+/// does, and it is rein's promise), instead of a 503.
+#[test]
+fn a_request_half_received_when_its_listener_goes_finishes_on_its_configuration() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 299}}]));
+    let mut c = Conn::open(addr);
+    c.send_raw(b"GET / HTTP/1.1\r\n");
+    // The head's first bytes are in before the change is applied: wait until rein holds the connection.
+    crate::harness::wait_for("the connection to be counted", || {
+        rein.api("GET", "/status/connections/accepted", None).1 == 1
+    });
+    rein.configure(json!({"listeners": {}, "routes": []}));
+    c.send_raw(b"Host: a\r\n\r\n");
+    assert_eq!(c.read().map(|r| r.status), Some(299));
+}
