@@ -18,6 +18,9 @@ pub enum TargetError {
     AboveRoot,
     #[error("the request path contains a NUL byte or is not valid UTF-8")]
     BadBytes,
+    /// A `%` not followed by two hexadecimal digits: Unit answers 400 rather than guess what was meant.
+    #[error("the request path holds a `%` that is not a percent-escape")]
+    BadEscape,
 }
 
 /// The request head, as routes and variables see it.
@@ -129,14 +132,16 @@ fn host_from_target(headers: &mut HeaderMap, uri: &http::Uri) {
     }
 }
 
-/// `Host` without port, lowercased; falls back to the authority of an absolute-form target.
+/// `Host` without port and trailing dot, lowercased, as Unit's `$host` and `SERVER_NAME`; falls back to the
+/// authority of an absolute-form target.
 fn host_of(headers: &HeaderMap, uri: &http::Uri) -> String {
     let raw = headers
         .get(http::header::HOST)
         .and_then(|h| h.to_str().ok())
         .or_else(|| uri.host())
         .unwrap_or("");
-    strip_port(raw).to_ascii_lowercase()
+    let name = strip_port(raw);
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
 }
 
 fn strip_port(host: &str) -> &str {
@@ -182,6 +187,9 @@ fn is_normal(raw: &str) -> bool {
 }
 
 fn normalize_slow(raw: &str) -> Result<String, TargetError> {
+    if !escapes_are_whole(raw.as_bytes()) {
+        return Err(TargetError::BadEscape);
+    }
     let decoded = percent_decode(raw.as_bytes())
         .decode_utf8()
         .map_err(|_| TargetError::BadBytes)?;
@@ -208,6 +216,19 @@ fn normalize_slow(raw: &str) -> Result<String, TargetError> {
         out.push('/');
     }
     Ok(out)
+}
+
+/// Whether every `%` starts a `%XX` escape.
+fn escapes_are_whole(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(at) = bytes[i..].iter().position(|&b| b == b'%') {
+        let escape = &bytes[i + at + 1..];
+        if escape.len() < 2 || !escape[..2].iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        i += at + 3;
+    }
+    true
 }
 
 #[cfg(test)]
@@ -276,6 +297,10 @@ mod tests {
         );
         assert_eq!(normalize_path("/a%00b"), Err(TargetError::BadBytes));
         assert_eq!(normalize_path("/%ff"), Err(TargetError::BadBytes));
+        for bad in ["/%", "/a%2", "/%zz", "/a%g0b", "/%2f%"] {
+            assert_eq!(normalize_path(bad), Err(TargetError::BadEscape), "{bad}");
+        }
+        assert_eq!(normalize_path("/%25%2F"), Ok("/%/".to_owned()));
     }
 
     #[test]

@@ -163,6 +163,13 @@ pub struct HttpSettings {
     pub max_connections: u64,
     /// Client connections open at once from one address.
     pub max_connections_per_client: u32,
+    /// Unit's `large_header_buffer_size`: the longest single header field line (name, value and their
+    /// separators); a longer one is answered with 431.
+    pub large_header_buffer_size: usize,
+    /// Unit's `large_header_buffers`: the whole HTTP/1 head may fill this many large buffers.
+    pub large_header_buffers: usize,
+    /// Unit's `body_buffer_size`: accepted for compatibility; rein streams bodies instead of buffering them.
+    pub body_buffer_size: u64,
     pub discard_unsafe_fields: bool,
     pub server_version: bool,
     pub log_route: bool,
@@ -195,6 +202,16 @@ impl Default for Http2Settings {
     }
 }
 
+impl HttpSettings {
+    /// The largest HTTP/1 request head: the large buffers it may fill, as in Unit, and never under hyper's
+    /// smallest read buffer (8 KiB).
+    pub fn max_head(&self) -> usize {
+        self.large_header_buffer_size
+            .saturating_mul(self.large_header_buffers)
+            .max(8192)
+    }
+}
+
 impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
@@ -206,6 +223,9 @@ impl Default for HttpSettings {
             body_min_rate: 256,
             max_connections: 100_000,
             max_connections_per_client: 256,
+            large_header_buffer_size: 8192,
+            large_header_buffers: 4,
+            body_buffer_size: 16 * 1024,
             discard_unsafe_fields: true,
             server_version: true,
             log_route: false,

@@ -18,6 +18,9 @@ const HTTP_KEYS: &[&str] = &[
     "idle_timeout",
     "max_body_size",
     "body_min_rate",
+    "large_header_buffer_size",
+    "large_header_buffers",
+    "body_buffer_size",
     "max_connections",
     "max_connections_per_client",
     "static",
@@ -50,6 +53,14 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> 
             "max_connections_per_client" => {
                 out.max_connections_per_client = positive(value, &p, u32::MAX.into())? as u32;
             }
+            "large_header_buffer_size" => {
+                out.large_header_buffer_size =
+                    at_least(value, &p, 128, MAX_HEADER_BUFFER)? as usize;
+            }
+            "large_header_buffers" => {
+                out.large_header_buffers = at_least(value, &p, 1, MAX_HEADER_BUFFERS)? as usize;
+            }
+            "body_buffer_size" => out.body_buffer_size = integer(value, &p, u32::MAX.into())?,
             "discard_unsafe_fields" => out.discard_unsafe_fields = boolean(value, &p)?,
             "server_version" => out.server_version = boolean(value, &p)?,
             "log_route" => out.log_route = boolean(value, &p)?,
@@ -59,6 +70,20 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<HttpSettings, ConfigError> 
         }
     }
     Ok(out)
+}
+
+/// The largest `large_header_buffer_size` accepted: 1 MiB, so that a head stays a bounded amount of memory.
+const MAX_HEADER_BUFFER: u64 = 1024 * 1024;
+
+/// The most `large_header_buffers`: with the largest buffer, a 64 MiB head at most.
+const MAX_HEADER_BUFFERS: u64 = 64;
+
+/// An integer from `min` to `max`.
+fn at_least(v: &Value, path: &JsonPath, min: u64, max: u64) -> Result<u64, ConfigError> {
+    match integer(v, path, max)? {
+        n if n < min => Err(path.error(format!("must be at least {min}"))),
+        n => Ok(n),
+    }
 }
 
 /// An integer from 1 to `max`.

@@ -218,7 +218,9 @@ fn cgi_name_byte(b: u8) -> u8 {
 }
 
 fn skipped(name: &HeaderName) -> bool {
-    name == CONTENT_TYPE || name == CONTENT_LENGTH || name == "proxy" || name.as_str().contains('_')
+    // A name with `_` reaches this point only when `discard_unsafe_fields` is off: the user chose to pass it,
+    // as Unit does (`X_Foo` and `X-Foo` then both become `HTTP_X_FOO`).
+    name == CONTENT_TYPE || name == CONTENT_LENGTH || name == "proxy"
 }
 
 #[cfg(test)]
@@ -264,6 +266,14 @@ pub(super) mod tests {
         p.get(name).map(|v| std::str::from_utf8(v).unwrap())
     }
 
+    /// With `discard_unsafe_fields` off the router keeps `X_Foo`, and the application sees it, as in Unit.
+    #[test]
+    fn underscored_names_kept_by_the_router_are_passed() {
+        let req = info("/", &[("host", "a"), ("x_foo", "1")], None, None);
+        let p = request_params(&req, &script(), None);
+        assert_eq!(get(&p, "HTTP_X_FOO"), Some("1"));
+    }
+
     #[test]
     fn cgi_variables() {
         let req = info(
@@ -277,7 +287,6 @@ pub(super) mod tests {
                 ("cookie", "a=1"),
                 ("cookie", "b=2"),
                 ("proxy", "http://evil"),
-                ("x_forwarded_for", "forged"),
                 ("accept", "*/*"),
             ],
             Some("[::ffff:10.0.0.9]:51000"),
@@ -318,8 +327,6 @@ pub(super) mod tests {
         for absent in ["HTTP_PROXY", "HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"] {
             assert_eq!(get(&p, absent), None, "{absent}");
         }
-        let forwarded = p.iter().filter(|(n, _)| *n == b"HTTP_X_FORWARDED_FOR");
-        assert_eq!(forwarded.count(), 1, "the underscore spelling is dropped");
         // `extra` comes last and wins.
         assert_eq!(p.iter().last().unwrap().0, b"HTTPS");
         assert_eq!(get(&p, "HTTPS"), Some(""));

@@ -65,13 +65,7 @@ impl<'a> Ctx<'a> {
         for _ in 0..MAX_HOPS {
             let next = match &target {
                 PassTarget::Route(name) => self.route(name).await,
-                PassTarget::Upstream(name) => match self.published.upstreams.named.get(name) {
-                    Some(upstream) => Next::Respond(self.proxy(upstream).await),
-                    None => Next::Respond(error(StatusCode::NOT_FOUND)),
-                },
-                PassTarget::Application(name, target) => {
-                    Next::Respond(self.application(name, target.as_deref()).await)
-                }
+                other => Next::Respond(self.deliver(other).await),
             };
             match next {
                 Next::Pass(t) => target = t,
@@ -80,6 +74,20 @@ impl<'a> Ctx<'a> {
         }
         tracing::warn!(uri = %self.request.request_uri, "request passed more than {MAX_HOPS} times");
         error(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    /// Hands the request to an upstream or an application (a route is entered by [`Ctx::route`]).
+    async fn deliver(&mut self, target: &PassTarget) -> Response<Body> {
+        match target {
+            PassTarget::Route(_) => error(StatusCode::INTERNAL_SERVER_ERROR),
+            PassTarget::Upstream(name) => match self.published.upstreams.named.get(name) {
+                Some(upstream) => self.proxy(upstream).await,
+                None => error(StatusCode::NOT_FOUND),
+            },
+            PassTarget::Application(name, target) => {
+                self.application(name, target.as_deref()).await
+            }
+        }
     }
 
     fn resolve(&self, pass: &Pass) -> Option<PassTarget> {
@@ -120,8 +128,9 @@ impl<'a> Ctx<'a> {
 
     /// Carries out one action; boxed because a share's `fallback` is an action too.
     ///
-    /// As in Unit, `response_headers` come from the action that answers: a `pass` hands the request on with
-    /// nothing of its own, and a share that falls back gives way to its fallback's headers.
+    /// As in Unit, `response_headers` come from the action that answers: a `pass` to routes hands the request
+    /// on with nothing of its own, a `pass` to an application or upstream answers with what they send, and a
+    /// share that falls back gives way to its fallback's headers.
     fn act<'b>(
         &'b mut self,
         action: &'a Action,
@@ -146,7 +155,10 @@ impl<'a> Ctx<'a> {
         }
         match &action.kind {
             ActionKind::Pass(pass) => match self.resolve(pass) {
-                Some(t) => Answer::Delegated(Next::Pass(t)),
+                Some(t @ PassTarget::Route(_)) => Answer::Delegated(Next::Pass(t)),
+                // Unit binds a pass to an application or upstream into the action itself: that action
+                // answers, so its `response_headers` apply to what the application or upstream sends.
+                Some(t) => Answer::Own(self.deliver(&t).await),
                 None => Answer::Own(error(StatusCode::NOT_FOUND)),
             },
             ActionKind::Return { status, location } => {

@@ -17,9 +17,6 @@ use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts};
 use crate::snapshot::{Http2Settings, ListenAddr};
 
-/// The largest request head accepted (request line and all fields); a larger one is answered with 431.
-const MAX_HEAD: usize = 32 * 1024;
-
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
 
@@ -41,7 +38,6 @@ macro_rules! drive {
 }
 
 /// What a request needs to know about the connection it came on.
-#[derive(Debug)]
 pub struct ConnInfo {
     pub listener: ListenAddr,
     pub remote: Option<SocketAddr>,
@@ -51,6 +47,8 @@ pub struct ConnInfo {
     /// HTTP/2 (or h2c, which may become HTTP/2): requests share the connection.
     pub multiplexed: bool,
     pub state: Arc<ConnState>,
+    /// The configuration to finish on once the listener is removed.
+    pub last: Arc<std::sync::OnceLock<Arc<super::Published>>>,
 }
 
 /// The protocol a connection speaks.
@@ -74,11 +72,12 @@ pub async fn start<S>(
     listener: ListenAddr,
     peer: Peer,
     shared: Arc<Shared>,
-    stop: CancellationToken,
+    drain: super::Drain,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (tls, h2c, timeouts, http2) = {
+    let stop = drain.stop;
+    let (tls, h2c, timeouts, http2, max_head) = {
         let current = shared.current.load();
         let settings = &current.snapshot.settings;
         let l = current.snapshot.listeners.get(&listener);
@@ -87,7 +86,14 @@ pub async fn start<S>(
             l.is_some_and(|l| l.h2c),
             Timeouts::from(settings),
             settings.http2.clone(),
+            settings.max_head(),
         )
+    };
+    // Limits, like timeouts, are those in force when the connection arrived, as in Unit.
+    let limits = Limits {
+        timeouts,
+        http2,
+        max_head,
     };
     let info = |scheme, protocol| ConnInfo {
         listener: listener.clone(),
@@ -96,6 +102,7 @@ pub async fn start<S>(
         scheme,
         multiplexed: protocol != Protocol::Http1,
         state: Arc::default(),
+        last: drain.last.clone(),
     };
     let Some(config) = tls else {
         let protocol = if h2c {
@@ -107,15 +114,14 @@ pub async fn start<S>(
             io,
             Arc::new(info("http", protocol)),
             protocol,
-            timeouts,
-            http2,
+            limits,
             shared,
             stop,
         )
         .await;
     };
     let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
-    let stream = match tokio::time::timeout(timeouts.header, handshake).await {
+    let stream = match tokio::time::timeout(limits.timeouts.header, handshake).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
@@ -134,26 +140,36 @@ pub async fn start<S>(
         stream,
         Arc::new(info("https", protocol)),
         protocol,
-        timeouts,
-        http2,
+        limits,
         shared,
         stop,
     )
     .await;
 }
 
+/// What a connection is held to, fixed when it arrives.
+struct Limits {
+    timeouts: Timeouts,
+    http2: Http2Settings,
+    /// The largest HTTP/1 request head (request line and all fields); a larger one is answered with 431.
+    max_head: usize,
+}
+
 async fn serve<S>(
     io: S,
     info: Arc<ConnInfo>,
     protocol: Protocol,
-    timeouts: Timeouts,
-    http2: Http2Settings,
+    limits: Limits,
     shared: Arc<Shared>,
     stop: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // Timeouts are those in force when the connection arrived, as in Unit.
+    let Limits {
+        timeouts,
+        http2,
+        max_head,
+    } = limits;
     let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
     let svc = {
@@ -169,7 +185,7 @@ async fn serve<S>(
         Protocol::Http1 => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
-                .max_header_size(MAX_HEAD)
+                .max_header_size(max_head)
                 .serve_connection(io, svc)
                 .with_upgrades();
             drive!(conn, stop)
@@ -181,7 +197,7 @@ async fn serve<S>(
         }
         Protocol::Either => {
             let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder.http1().keep_alive(true).max_buf_size(MAX_HEAD);
+            builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
             drive!(builder.serve_connection_with_upgrades(io, svc), stop)
         }

@@ -26,9 +26,25 @@ pub async fn handle(
     let started = Instant::now();
     let wall = SystemTime::now();
     let books = Books::open(&info.state, &shared);
-    let published = shared.current.load_full();
+    let published = match shared.current.load_full() {
+        // The listener was removed while this request was on its way: it finishes on the configuration
+        // it started on, the last one with its listener.
+        p if !p.snapshot.listeners.contains_key(&info.listener) => {
+            info.last.get().cloned().unwrap_or(p)
+        }
+        p => p,
+    };
     let (mut parts, body) = req.into_parts();
-    let checked = validate::check(&parts);
+    let checked = validate::check(&parts).and_then(|()| {
+        let limit = published.snapshot.settings.large_header_buffer_size;
+        match validate::oversized_field(&parts.headers, limit) {
+            true => Err((
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "a header field longer than large_header_buffer_size",
+            )),
+            false => Ok(()),
+        }
+    });
     let (mut request, target_error) =
         RequestInfo::from_parts(&mut parts, info.scheme, info.remote, info.local);
     let response = match (checked, target_error) {

@@ -9,7 +9,6 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use socket2::{Domain, Socket, Type};
 use tokio::io::unix::AsyncFd;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::conn::{self, Peer};
@@ -108,7 +107,7 @@ pub async fn accept_loop(
     bound: Bound,
     addr: ListenAddr,
     shared: Arc<Shared>,
-    stop: CancellationToken,
+    drain: super::Drain,
     conns: TaskTracker,
 ) {
     let bound = match bound.register() {
@@ -120,7 +119,7 @@ pub async fn accept_loop(
     };
     loop {
         let accepted = tokio::select! {
-            _ = stop.cancelled() => break,
+            _ = drain.stop.cancelled() => break,
             r = accept(&bound) => r,
         };
         match accepted {
@@ -139,7 +138,7 @@ pub async fn accept_loop(
                     addr.clone(),
                     peer,
                     shared.clone(),
-                    stop.clone(),
+                    drain.clone(),
                     (placed, admitted),
                 );
                 match worker {
@@ -162,14 +161,14 @@ async fn serve(
     addr: ListenAddr,
     peer: Peer,
     shared: Arc<Shared>,
-    stop: CancellationToken,
+    drain: super::Drain,
     _held: (workers::Placed, admission::Admitted),
 ) {
     let registered = match io {
         Stream::Tcp(s) => tokio::net::TcpStream::from_std(s)
-            .map(|s| conn::start(s, addr, peer, shared, stop).boxed()),
+            .map(|s| conn::start(s, addr, peer, shared, drain).boxed()),
         Stream::Unix(s) => tokio::net::UnixStream::from_std(s)
-            .map(|s| conn::start(s, addr, peer, shared, stop).boxed()),
+            .map(|s| conn::start(s, addr, peer, shared, drain).boxed()),
     };
     match registered {
         Ok(conn) => conn.await,

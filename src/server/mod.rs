@@ -51,15 +51,24 @@ pub struct Shared {
 }
 
 struct Running {
-    stop: CancellationToken,
+    drain: Drain,
     local: Option<SocketAddr>,
+}
+
+/// A listener's end, shared with its connections: `stop` tells them to finish what they have, and `last`
+/// holds the configuration they finish on (the last one that had the listener), so a request half received
+/// when its listener is removed is served as it would have been, as in Unit.
+#[derive(Clone, Default)]
+pub struct Drain {
+    pub stop: CancellationToken,
+    pub last: Arc<std::sync::OnceLock<Arc<Published>>>,
 }
 
 impl Running {
     /// Stops accepting on `addr`. A Unix socket's file goes at once, so no new client finds it and the
     /// path is free for a listener added again, while the workers' descriptors close as they notice.
     fn stop(&self, addr: &ListenAddr) {
-        self.stop.cancel();
+        self.drain.stop.cancel();
         if let ListenAddr::Unix(path) = addr {
             let _ = std::fs::remove_file(path);
         }
@@ -162,6 +171,12 @@ impl Server {
         if let Some(supervisor) = &self.supervisor {
             (upstreams.apps, reloads) = supervisor.apply(&snapshot.applications);
         }
+        let last = self.shared.current.load_full();
+        for addr in &removed {
+            if let Some(r) = running.get(addr) {
+                let _ = r.drain.last.set(last.clone());
+            }
+        }
         self.shared.current.store(Arc::new(Published {
             snapshot,
             access_log,
@@ -175,28 +190,23 @@ impl Server {
         }
         for (addr, bound) in fresh {
             tracing::info!(listener = %addr, "listening");
-            let stop = CancellationToken::new();
+            let drain = Drain::default();
             let local = bound.first().and_then(listener::Bound::local_addr);
-            self.accept_on_workers(bound, &addr, &stop);
-            running.insert(addr, Running { stop, local });
+            self.accept_on_workers(bound, &addr, &drain);
+            running.insert(addr, Running { drain, local });
         }
         Ok(reloads)
     }
 
     /// Accepts on each of `bound` from its worker thread, or on the caller's runtime when there are no
     /// workers (then `bound` holds one).
-    fn accept_on_workers(
-        &self,
-        bound: Vec<listener::Bound>,
-        addr: &ListenAddr,
-        stop: &CancellationToken,
-    ) {
+    fn accept_on_workers(&self, bound: Vec<listener::Bound>, addr: &ListenAddr, drain: &Drain) {
         for (i, bound) in bound.into_iter().enumerate() {
             let accept = listener::accept_loop(
                 bound,
                 addr.clone(),
                 self.shared.clone(),
-                stop.clone(),
+                drain.clone(),
                 self.conns.clone(),
             );
             match crate::workers::handle(i) {

@@ -2,8 +2,8 @@
 //!
 //! hyper knows nothing of Unit's four timeouts, so [`TimedIo`] keeps them: `header_read_timeout` from the first
 //! byte of a request head (answered with 408), `body_read_timeout` between reads of a body the handler is
-//! consuming, `send_timeout` between writes that make progress, and `idle_timeout` between requests on a
-//! keep-alive connection (closed quietly). The request handler tells it where the connection stands through
+//! consuming, `send_timeout` between writes that make progress, and `idle_timeout` before the first request and
+//! between requests on a keep-alive connection (answered with 408 on HTTP/1, as Unit does). The request handler tells it where the connection stands through
 //! [`ConnState`].
 //!
 //! When rein closes a connection whose peer may still be sending (an error answer, a timeout), dropping the
@@ -26,8 +26,10 @@ use crate::snapshot::HttpSettings;
 /// How long a closing connection keeps reading what its peer still sends.
 const LINGER: Duration = Duration::from_secs(2);
 
-const REQUEST_TIMEOUT: &[u8] =
-    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+/// Written by the socket itself: hyper has no request to answer when a head never arrives whole.
+const REQUEST_TIMEOUT: &[u8] = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\
+Content-Type: text/html\r\nContent-Length: 70\r\n\r\n\
+<!DOCTYPE html><title>Error 408</title><p>Error 408: Request Timeout.\n";
 
 /// Where a connection stands, shared between the handler (which writes it) and [`TimedIo`] (which reads it).
 #[derive(Debug, Default)]
@@ -135,8 +137,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         timeouts: Timeouts,
         multiplexed: bool,
     ) -> Self {
-        // A fresh connection gets the header timeout to send its first request, closed quietly if silent.
-        let first = Instant::now() + timeouts.header;
+        // A fresh connection waits for its first request as a keep-alive one does for its next: Unit's
+        // `idle_timeout`, then 408.
+        let first = Instant::now() + timeouts.idle;
         TimedIo {
             inner: Some(inner),
             peer_closed: false,
@@ -246,19 +249,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
         if this.poll_read_deadline(cx).is_pending() {
             return Poll::Pending;
         }
+        // HTTP/1: Unit answers 408 both to a connection that sent nothing for `idle_timeout` and to a head
+        // not complete by `header_read_timeout`. Best effort: the client may not be reading either.
+        if !this.multiplexed && this.phase != Phase::Quiet && this.phase != Phase::Body {
+            let _ = this.io().poll_write(cx, REQUEST_TIMEOUT);
+        }
         match this.phase {
-            // An idle keep-alive connection simply ends: EOF lets hyper close it cleanly.
+            // Then EOF lets hyper close an idle connection cleanly.
             Phase::Idle => Poll::Ready(Ok(())),
-            Phase::Header => {
-                // Best effort: the client may not be reading either.
-                if !this.multiplexed {
-                    let _ = this.io().poll_write(cx, REQUEST_TIMEOUT);
-                }
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "header_read_timeout",
-                )))
-            }
+            Phase::Header => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "header_read_timeout",
+            ))),
             Phase::Body | Phase::Quiet => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "body_read_timeout",

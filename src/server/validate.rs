@@ -117,6 +117,14 @@ fn valid_ip_literal(inner: &[u8]) -> bool {
     std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
+/// Unit's `large_header_buffer_size`: a field line (`Name: value` and its CR LF) longer than `limit` bytes
+/// does not fit one of its buffers and is answered with 431.
+pub fn oversized_field(headers: &HeaderMap, limit: usize) -> bool {
+    headers
+        .iter()
+        .any(|(name, value)| name.as_str().len() + value.len() + 4 > limit)
+}
+
 fn only_chunked(headers: &HeaderMap) -> bool {
     let mut codings = headers
         .get_all(header::TRANSFER_ENCODING)
@@ -236,6 +244,15 @@ mod tests {
             check(&parts(gzip)).unwrap_err().0,
             StatusCode::NOT_IMPLEMENTED
         );
+    }
+
+    #[test]
+    fn a_field_line_must_fit_one_large_buffer() {
+        let mut h = HeaderMap::new();
+        h.insert("x-a", "v".repeat(8192 - 7).parse().unwrap());
+        assert!(!oversized_field(&h, 8192), "8192 bytes with its CR LF fit");
+        h.insert("x-a", "v".repeat(8192 - 6).parse().unwrap());
+        assert!(oversized_field(&h, 8192));
     }
 
     #[test]

@@ -151,7 +151,9 @@ fn idle_keep_alive_connections_close_after_idle_timeout() {
     let addr = rein.serve_with(return_200(), settings);
     let mut conn = Conn::open(addr);
     assert_eq!(conn.get("/", &[]).status, 200);
-    // The read blocks until rein closes the idle connection (or the harness deadline fails the test).
+    // The read blocks until rein answers the idle connection with Unit's 408 and closes it (or the harness
+    // deadline fails the test).
+    assert_eq!(conn.read().map(|r| r.status), Some(408));
     assert!(conn.is_closed());
     wait_for("the close to be counted", || {
         rein.api("GET", "/status/connections/closed", None).1 == 1
