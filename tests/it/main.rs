@@ -23,3 +23,4 @@ mod routing;
 mod share;
 mod tls;
 mod unit_compat;
+mod unit_routing;
