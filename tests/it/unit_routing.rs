@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::harness::{Rein, get, wait_for};
+use crate::harness::{Rein, file, get, wait_for};
 
 // ----- configuration text and the API ---------------------------------------------------------------------
 
@@ -61,4 +61,91 @@ fn a_listener_with_the_old_application_option_serves_the_app() {
         body["detail"].as_str().unwrap().contains("application"),
         "{body}"
     );
+}
+
+// ----- static files ---------------------------------------------------------------------------------------
+
+/// Unit's own MIME table: `.xml` is `application/xml`, and a type Unit does not know gets no `Content-Type`
+/// at all. `mime_types` entries match case-insensitively, bare names (`README`) included, and an extension
+/// declared twice, case aside, is refused.
+#[test]
+fn static_files_have_the_types_unit_gives_them() {
+    let rein = Rein::start();
+    let www = rein.dir.path().join("www");
+    for name in [
+        "a.xml",
+        "a.js",
+        "a.unknownext",
+        "Makefile",
+        "readme",
+        "app.LOG",
+    ] {
+        file(&www, name, b"x");
+    }
+    let share = json!([{"action": {"share": format!("{}$uri", www.display())}}]);
+    let a = rein.serve_with(
+        share.clone(),
+        json!({"settings": {"http": {"static": {"mime_types": {"text/plain": ["README", ".log"]}}}}}),
+    );
+    let ctype = |p: &str| get(a, p).header("content-type").map(str::to_owned);
+    assert_eq!(ctype("/a.xml").as_deref(), Some("application/xml"));
+    assert_eq!(ctype("/a.js").as_deref(), Some("application/javascript"));
+    assert_eq!(ctype("/a.unknownext"), None);
+    assert_eq!(ctype("/Makefile"), None);
+    assert_eq!(ctype("/readme").as_deref(), Some("text/plain"));
+    assert_eq!(ctype("/app.LOG").as_deref(), Some("text/plain"));
+    let twice = json!({"text/plain": [".log"], "text/x-log": [".LOG"]});
+    let (status, body) = rein.api(
+        "PUT",
+        "/config/settings/http/static/mime_types",
+        Some(&twice.to_string()),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("mime_types/text/x-log"),
+        "{body}"
+    );
+}
+
+/// Unit tests `types` against the share path, before looking for the file, and serves the index of a path
+/// ending in `/` whatever its type.
+#[test]
+fn types_apply_to_the_share_path_not_to_the_index() {
+    let rein = Rein::start();
+    let www = rein.dir.path().join("www");
+    file(&www, "index.html", b"index");
+    file(&www, "a.txt", b"text");
+    let a = rein.serve(json!([{"action": {
+        "share": format!("{}$uri", www.display()),
+        "types": ["text/plain"]
+    }}]));
+    assert_eq!(get(a, "/").text(), "index");
+    assert_eq!(get(a, "/a.txt").text(), "text");
+    assert_eq!(get(a, "/index.html").status, 403);
+    assert_eq!(get(a, "/missing.html").status, 403);
+}
+
+/// A Unix socket under a share is 404 (Unit: the open's ENXIO), and a share naming a directory without a
+/// trailing slash is Unit's 301 to the request path plus `/`, for `GET /` too.
+#[test]
+fn sockets_are_not_found_and_a_directory_share_redirects() {
+    let rein = Rein::start();
+    let www = rein.dir.path().join("www");
+    file(&www, "index.html", b"index");
+    let _socket = std::os::unix::net::UnixListener::bind(www.join("sock")).unwrap();
+    let a = rein.serve(json!([
+        {"match": {"uri": "/fixed/*"}, "action": {"share": www.display().to_string()}},
+        {"match": {"uri": "/"}, "action": {"share": www.display().to_string()}},
+        {"action": {"share": format!("{}$uri", www.display())}}
+    ]));
+    assert_eq!(get(a, "/sock").status, 404);
+    let r = get(a, "/");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(r.header("location"), Some("//"));
+    let r = get(a, "/fixed/x?q=1");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(r.header("location"), Some("/fixed/x/?q=1"));
 }
