@@ -149,3 +149,46 @@ fn sockets_are_not_found_and_a_directory_share_redirects() {
     assert_eq!(r.status, 301, "{r:?}");
     assert_eq!(r.header("location"), Some("/fixed/x/?q=1"));
 }
+
+// ----- routing --------------------------------------------------------------------------------------------
+
+/// Unit accepts empty arrays in `match` with their plain meaning: no pattern to fail matches anything (`uri`,
+/// `method`, `arguments`...), no address matches nobody (`source`, `destination`), and an empty
+/// `forwarded.source` trusts no proxy.
+#[test]
+fn empty_match_arrays_are_taken_with_units_meaning() {
+    let rein = Rein::start();
+    for k in [
+        "uri",
+        "method",
+        "host",
+        "headers",
+        "arguments",
+        "query",
+        "cookies",
+    ] {
+        let a = rein.serve(json!([
+            {"match": {k: []}, "action": {"return": 200}},
+            {"action": {"return": 404}}
+        ]));
+        assert_eq!(get(a, "/x?a=1").status, 200, "{k}");
+    }
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {
+            "pass": "routes",
+            "forwarded": {"client_ip": "X-Forwarded-For", "source": []}
+        }},
+        "routes": [
+            {"match": {"source": []}, "action": {"return": 201}},
+            {"match": {"destination": []}, "action": {"return": 202}},
+            {"match": {"source": "192.0.2.1"}, "action": {"return": 203}},
+            {"action": {"return": 204}}
+        ],
+    }));
+    let a = rein.bound("127.0.0.1:0");
+    let r = crate::harness::get_with(a, "/x", &[("X-Forwarded-For", "192.0.2.1")]);
+    assert_eq!(
+        r.status, 204,
+        "no address matches [], and no proxy is trusted"
+    );
+}
