@@ -192,3 +192,29 @@ fn empty_match_arrays_are_taken_with_units_meaning() {
         "no address matches [], and no proxy is trusted"
     );
 }
+
+// ----- access log -----------------------------------------------------------------------------------------
+
+/// A client on a Unix-socket listener is `unix:` in `$remote_addr` (the access log's first field), as Unit
+/// writes it.
+#[test]
+fn a_unix_socket_client_is_logged_as_unix() {
+    use std::io::{Read, Write};
+    let rein = Rein::start();
+    let sock = rein.dir.path().join("web.sock");
+    let log = rein.dir.path().join("access.log");
+    rein.configure(json!({
+        "listeners": {format!("unix:{}", sock.display()): {"pass": "routes"}},
+        "routes": [{"action": {"return": 204}}],
+        "access_log": {"path": log.display().to_string(), "format": "[$remote_addr]"},
+    }));
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+    wait_for("the log line", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("[unix:]"))
+    });
+}
