@@ -258,9 +258,11 @@ impl Var {
                 req.request_uri,
                 version_name(req.version)
             )),
-            Var::RemoteAddr => {
-                Cow::Owned(req.remote.map(|a| a.ip().to_string()).unwrap_or_default())
-            }
+            // A Unix-socket client has no address: Unit writes it `unix:`, which log parsers expect.
+            Var::RemoteAddr => Cow::Owned(
+                req.remote
+                    .map_or_else(|| "unix:".to_owned(), |a| a.ip().to_string()),
+            ),
             Var::RequestId => Cow::Owned(request_id(req.id)),
             Var::TimeLocal => {
                 Cow::Owned(clf_time(resp.map_or_else(SystemTime::now, |r| r.started)))

@@ -164,7 +164,8 @@ fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, St
 
 fn read_config(path: &Path) -> Result<Value, String> {
     let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+    crate::config::text::parse(&text)
+        .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
 }
 
 /// Serves signals until one asks to stop: SIGHUP reloads `--config`, SIGUSR1 reopens the logs.

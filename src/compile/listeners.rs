@@ -7,16 +7,18 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::routes::compile_pass;
-use crate::config::walk::{boolean, integer, known_keys, object};
+use crate::config::walk::{boolean, integer, known_keys, object, string};
 use crate::config::{ConfigError, JsonPath};
 use crate::forwarded::Forwarded;
-use crate::snapshot::{ListenAddr, Listener, Pass};
+use crate::snapshot::{ListenAddr, Listener, Pass, PassTarget};
 use crate::tls::{Certificates, ListenerTls};
 
 /// One listener as compiled, before its `pass` is checked against the rest of the document.
 pub struct Compiled1 {
     pub addr: ListenAddr,
     pub pass: Pass,
+    /// The key `pass` came from: `pass`, or Unit's older `application`.
+    pub pass_key: &'static str,
     pub backlog: i32,
     pub forwarded: Option<Forwarded>,
     pub tls: Option<ListenerTls>,
@@ -76,13 +78,18 @@ fn compile_listener(
     let map = object(v, path)?;
     known_keys(
         map,
-        &["pass", "backlog", "forwarded", "client_ip", "tls", "h2c"],
+        &[
+            "pass",
+            "application",
+            "backlog",
+            "forwarded",
+            "client_ip",
+            "tls",
+            "h2c",
+        ],
         path,
     )?;
-    let pass = map
-        .get("pass")
-        .ok_or_else(|| path.error("a listener needs a \"pass\""))?;
-    let pass = compile_pass(pass, &path.key("pass"))?;
+    let (pass, pass_key) = listener_pass(map, path)?;
     let backlog = match map.get("backlog") {
         Some(b) => integer(b, &path.key("backlog"), i32::MAX as u64)? as i32,
         None => 511,
@@ -113,11 +120,33 @@ fn compile_listener(
     Ok(Compiled1 {
         addr,
         pass,
+        pass_key,
         backlog,
         forwarded,
         tls,
         h2c,
     })
+}
+
+/// A listener's destination: `pass`, or Unit's older `"application": "NAME"` (which Unit still takes, and
+/// which yields to `pass` when both are given, as in Unit).
+fn listener_pass(
+    map: &serde_json::Map<String, Value>,
+    path: &JsonPath,
+) -> Result<(Pass, &'static str), ConfigError> {
+    if let Some(pass) = map.get("pass") {
+        return Ok((compile_pass(pass, &path.key("pass"))?, "pass"));
+    }
+    let app = map
+        .get("application")
+        .ok_or_else(|| path.error("a listener needs a \"pass\""))?;
+    let app_path = path.key("application");
+    let name = string(app, &app_path)?;
+    if name.is_empty() {
+        return Err(app_path.error("names an application; it cannot be empty"));
+    }
+    let target = PassTarget::Application(name.to_owned(), None);
+    Ok((Pass::Fixed(target), "application"))
 }
 
 /// Parses a listener key as Unit writes it; `*` means every IPv4 address.

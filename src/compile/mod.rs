@@ -84,7 +84,8 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
         upstreams: &upstream_names,
     };
     for (name, listener) in &listeners.by_name {
-        targets.check(&listener.pass, &root.key("listeners").key(name).key("pass"))?;
+        let path = root.key("listeners").key(name).key(listener.pass_key);
+        targets.check(&listener.pass, &path)?;
     }
     for (pass, path, _) in &passes {
         targets.check(pass, path)?;

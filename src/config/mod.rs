@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod pointer;
+pub mod text;
 pub mod walk;
 
 pub use error::{ConfigError, JsonPath};

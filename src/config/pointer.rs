@@ -46,7 +46,8 @@ fn get_mut<'v>(doc: &'v mut Value, segs: &[String]) -> Option<&'v mut Value> {
     })
 }
 
-/// Sets the value at `segs`: replaces the root, an array element, or an object member (creating it).
+/// Sets the value at `segs`: replaces the root, an array element, or an object member (creating it). An
+/// array index equal to the array's length appends, as Unit's `PUT` does.
 pub fn put(doc: &mut Value, segs: &[String], value: Value) -> Result<(), EditError> {
     let Some((last, parent_segs)) = segs.split_last() else {
         *doc = value;
@@ -57,15 +58,17 @@ pub fn put(doc: &mut Value, segs: &[String], value: Value) -> Result<(), EditErr
             map.insert(last.clone(), value);
             Ok(())
         }
-        Value::Array(items) => {
-            let slot = last
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get_mut(i))
-                .ok_or(EditError::NotFound)?;
-            *slot = value;
-            Ok(())
-        }
+        Value::Array(items) => match last.parse::<usize>() {
+            Ok(i) if i < items.len() => {
+                items[i] = value;
+                Ok(())
+            }
+            Ok(i) if i == items.len() => {
+                items.push(value);
+                Ok(())
+            }
+            _ => Err(EditError::NotFound),
+        },
         _ => Err(EditError::NotFound),
     }
 }
@@ -167,6 +170,17 @@ mod tests {
         ));
         assert_eq!(
             put(&mut doc, &segs("listeners/0/x"), json!(1)),
+            Err(EditError::NotFound)
+        );
+    }
+
+    #[test]
+    fn put_at_the_length_of_an_array_appends() {
+        let mut doc = json!({"routes": [1]});
+        put(&mut doc, &segs("routes/1"), json!(2)).unwrap();
+        assert_eq!(doc, json!({"routes": [1, 2]}));
+        assert_eq!(
+            put(&mut doc, &segs("routes/3"), json!(4)),
             Err(EditError::NotFound)
         );
     }

@@ -150,7 +150,7 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
             ));
         }
     };
-    serde_json::from_slice(&bytes).map_err(|e| {
+    crate::config::text::parse(&bytes).map_err(|e| {
         let detail = format!("{e} (line {}, column {})", e.line(), e.column());
         fail(StatusCode::BAD_REQUEST, "Invalid JSON.", Some(detail))
     })

@@ -1,4 +1,5 @@
-//! Proxy failures and the one place they become answers: unreachable → 502, no available server → 503,
+//! Proxy failures and the one place they become answers: unreachable (or an upstream configured without any
+//! server, as Unit answers it) → 502, no available server → 503,
 //! timeout → 504, each with a short body and a log line naming the upstream, the server and the reason.
 
 use http::StatusCode;
@@ -21,6 +22,8 @@ pub enum ProxyError {
     Timeout { server: String, reason: String },
     #[error("no server available")]
     NoServer,
+    #[error("the upstream has no servers")]
+    NoServers,
     #[error("the request body exceeds max_body_size")]
     BodyTooLarge,
     /// The client's body broke (malformed chunked framing, a read timeout): the client's fault, answered
@@ -51,7 +54,9 @@ impl ProxyError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ProxyError::Unreachable { .. } | ProxyError::Broken { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::Unreachable { .. } | ProxyError::Broken { .. } | ProxyError::NoServers => {
+                StatusCode::BAD_GATEWAY
+            }
             ProxyError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::NoServer => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

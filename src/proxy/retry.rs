@@ -83,6 +83,9 @@ where
     F: FnMut(Slot, Option<Body>) -> Fut,
     Fut: Future<Output = Result<T, Failed>>,
 {
+    if upstream.has_no_servers() {
+        return Err(ProxyError::NoServers);
+    }
     let retries = upstream.conf.retries;
     // No new attempt starts after this, and a retry does not wait for a server past it either.
     let budget_ends = tokio::time::Instant::now() + retries.timeout;

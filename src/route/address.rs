@@ -42,9 +42,7 @@ impl AddressSet {
         };
         match v {
             Value::String(s) => set.add(s, path)?,
-            Value::Array(items) if items.is_empty() => {
-                return Err(path.error("must not be an empty array"));
-            }
+            // An empty array is taken, as Unit takes it: it matches no address (see `matches`).
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
                     let p = path.index(i);
@@ -76,8 +74,12 @@ impl AddressSet {
         Ok(())
     }
 
-    /// `addr` is `None` for a Unix-domain socket.
+    /// `addr` is `None` for a Unix-domain socket. A set compiled from an empty array matches nothing, as in
+    /// Unit (so an empty `source` matches no client, and an empty `forwarded.source` trusts no proxy).
     pub fn matches(&self, addr: Option<SocketAddr>) -> bool {
+        if self.positive.is_empty() && self.negative.is_empty() {
+            return false;
+        }
         let addr = addr.map(unmap);
         if self.negative.iter().any(|p| p.matches(addr)) {
             return false;

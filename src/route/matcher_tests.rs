@@ -47,6 +47,26 @@ fn empty_match_matches_everything() {
     assert!(Match::always().matches(&request("DELETE", "/x?y")));
 }
 
+/// Unit's meaning of empty arrays: no pattern to fail matches any value, no table to fail matches any request,
+/// and no address matches no client.
+#[test]
+fn empty_arrays_mean_what_they_mean_in_unit() {
+    let req = request("GET", "/a?x=1");
+    for key in [
+        "uri",
+        "method",
+        "host",
+        "query",
+        "arguments",
+        "headers",
+        "cookies",
+    ] {
+        assert!(compile(json!({ key: [] })).matches(&req), "{key}");
+    }
+    assert!(!compile(json!({"source": []})).matches(&req));
+    assert!(!compile(json!({"destination": []})).matches(&req));
+}
+
 #[test]
 fn method_host_scheme() {
     let m = compile(json!({"method": ["get", "HEAD"], "host": "*.Example.com", "scheme": "HTTPS"}));

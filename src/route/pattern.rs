@@ -67,9 +67,7 @@ impl PatternSet {
         };
         match v {
             Value::String(s) => set.add(s, path, case_insensitive, encoding)?,
-            Value::Array(items) if items.is_empty() => {
-                return Err(path.error("must not be an empty array"));
-            }
+            // As in Unit, an empty array holds no pattern to fail: it matches any value.
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
                     let p = path.index(i);

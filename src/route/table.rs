@@ -48,9 +48,7 @@ impl Table {
     pub fn compile(v: &Value, path: &JsonPath, kind: Kind) -> Result<Self, ConfigError> {
         let sets = match v {
             Value::Object(map) => vec![compile_set(map, path, kind)?],
-            Value::Array(items) if items.is_empty() => {
-                return Err(path.error("must not be an empty array"));
-            }
+            // An empty array is taken, as Unit takes it: no set to fail, so it matches (see `matches`).
             Value::Array(items) => items
                 .iter()
                 .enumerate()
@@ -73,9 +71,11 @@ impl Table {
     }
 
     pub fn matches(&self, req: &RequestInfo) -> bool {
-        self.sets
-            .iter()
-            .any(|set| set.iter().all(|rule| rule.matches(self.kind, req)))
+        self.sets.is_empty()
+            || self
+                .sets
+                .iter()
+                .any(|set| set.iter().all(|rule| rule.matches(self.kind, req)))
     }
 }
 

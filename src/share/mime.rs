@@ -1,8 +1,10 @@
-//! The MIME type of a shared file: the user's `settings/http/static/mime_types` first, then `mime_guess`'s
-//! built-in table, then `application/octet-stream`.
+//! The MIME type of a shared file, as Unit decides it: the user's `settings/http/static/mime_types` first,
+//! then Unit's built-in table; a file neither knows is sent without `Content-Type`, as Unit does.
 //!
-//! Unit's table maps a MIME type to extensions (`".log"`, matched case-insensitively) and exact file names
-//! (`"README"`). The compiled form is the reverse map, so a lookup is two hash probes. Types are kept plain
+//! Unit's table maps a MIME type to extensions (`".log"`) and whole file names (`"README"`), and matches both
+//! case-insensitively. The "extension" of a file is what follows its last dot, dot included, or, when its name
+//! has no dot, the whole name: so `README` and `readme` both match the entry `"README"`, and `.profile` the
+//! entry `".profile"`. The compiled form is one map keyed by that lowercased string. Types are kept plain
 //! (`text/html`, no `charset`), as Unit sends them.
 
 use std::collections::HashMap;
@@ -13,23 +15,70 @@ use serde_json::Value;
 use crate::config::walk;
 use crate::config::{ConfigError, JsonPath};
 
-/// The fallback for names nothing recognises.
-pub const OCTET_STREAM: &str = "application/octet-stream";
+/// Unit's built-in table (`nxt_http_static_mtypes_init`), which the user's entries override.
+const BUILT_IN: &[(&str, &str)] = &[
+    (".html", "text/html"),
+    (".htm", "text/html"),
+    (".css", "text/css"),
+    (".svg", "image/svg+xml"),
+    (".webp", "image/webp"),
+    (".png", "image/png"),
+    (".apng", "image/apng"),
+    (".jpeg", "image/jpeg"),
+    (".jpg", "image/jpeg"),
+    (".gif", "image/gif"),
+    (".ico", "image/x-icon"),
+    (".avif", "image/avif"),
+    (".avifs", "image/avif-sequence"),
+    (".woff", "font/woff"),
+    (".woff2", "font/woff2"),
+    (".otf", "font/otf"),
+    (".ttf", "font/ttf"),
+    (".txt", "text/plain"),
+    (".md", "text/markdown"),
+    (".rst", "text/x-rst"),
+    (".js", "application/javascript"),
+    (".json", "application/json"),
+    (".xml", "application/xml"),
+    (".rss", "application/rss+xml"),
+    (".atom", "application/atom+xml"),
+    (".pdf", "application/pdf"),
+    (".zip", "application/zip"),
+    (".mp3", "audio/mpeg"),
+    (".ogg", "audio/ogg"),
+    (".midi", "audio/midi"),
+    (".mid", "audio/midi"),
+    (".flac", "audio/flac"),
+    (".aac", "audio/aac"),
+    (".wav", "audio/wav"),
+    (".mpeg", "video/mpeg"),
+    (".mpg", "video/mpeg"),
+    (".mp4", "video/mp4"),
+    (".webm", "video/webm"),
+    (".avi", "video/x-msvideo"),
+    (".exe", "application/octet-stream"),
+    (".bin", "application/octet-stream"),
+    (".dll", "application/octet-stream"),
+    (".iso", "application/octet-stream"),
+    (".img", "application/octet-stream"),
+    (".msi", "application/octet-stream"),
+    (".deb", "application/octet-stream"),
+    (".rpm", "application/octet-stream"),
+    (".php", "application/x-httpd-php"),
+];
 
 /// The user's MIME overrides, compiled for lookup by file name.
 #[derive(Debug, Clone, Default)]
 pub struct MimeTypes {
-    /// Lowercased extension without its dot => MIME type.
-    by_extension: HashMap<String, String>,
-    /// Exact file name => MIME type.
-    by_name: HashMap<String, String>,
+    /// Lowercased `.ext` or bare file name => MIME type.
+    by_key: HashMap<String, String>,
 }
 
 impl MimeTypes {
     /// Compiles Unit's `mime_types` object: `{"text/plain": [".log", "README"], "text/x-code": ".c"}`.
     ///
-    /// An extension or name declared for two types is an error, as in Unit: which one wins would otherwise
-    /// depend on key order.
+    /// An extension or name declared twice (case aside) is an error, as in Unit, for one type or two: which
+    /// one wins would otherwise depend on key order.
     pub fn compile(v: &Value, path: &JsonPath) -> Result<MimeTypes, ConfigError> {
         let mut types = MimeTypes::default();
         for (mime, names) in walk::object(v, path)? {
@@ -49,49 +98,47 @@ impl MimeTypes {
     }
 
     fn add(&mut self, mime: &str, name: &str, at: &JsonPath) -> Result<(), ConfigError> {
-        let (map, key) = match name.strip_prefix('.') {
-            Some("") => {
-                return Err(at.error("an extension must have at least one character after the dot"));
-            }
-            Some(ext) => (&mut self.by_extension, ext.to_ascii_lowercase()),
-            None if name.is_empty() => return Err(at.error("must not be an empty string")),
-            None => (&mut self.by_name, name.to_owned()),
-        };
+        if name.is_empty() {
+            return Err(at.error("must not be an empty string"));
+        }
+        if name == "." {
+            return Err(at.error("an extension must have at least one character after the dot"));
+        }
         if name.contains('/') {
             return Err(at.error("a file name or extension must not contain '/'"));
         }
-        match map.get(&key) {
-            Some(other) if other != mime => Err(at.error(format!(
+        let key = name.to_ascii_lowercase();
+        if let Some(other) = self.by_key.get(&key) {
+            return Err(at.error(format!(
                 "{name:?} is already declared for the MIME type {other:?}"
-            ))),
-            _ => {
-                map.insert(key, mime.to_owned());
-                Ok(())
-            }
+            )));
         }
+        self.by_key.insert(key, mime.to_owned());
+        Ok(())
     }
 
-    /// The MIME type of `file_name` (a bare name; anything before the last `/` is ignored).
-    pub fn lookup(&self, file_name: &str) -> &str {
-        self.known(file_name).unwrap_or(OCTET_STREAM)
-    }
-
-    /// The MIME type of `file_name` when the user's table or the built-in one has it. As in Unit, `types`
-    /// sees an unknown type as `""` (so `"types": ["!"]` refuses files of unknown type).
+    /// The MIME type of `file_name` when the user's table or Unit's has it (anything before the last `/` is
+    /// ignored). `None` means no `Content-Type` is sent; as in Unit, `types` sees that as `""` (so `"types":
+    /// ["!"]` refuses files of unknown type).
     pub fn known(&self, file_name: &str) -> Option<&str> {
-        let name = file_name.rsplit('/').next().unwrap_or(file_name);
-        if let Some(mime) = self.by_name.get(name) {
+        let key = extension(file_name).to_ascii_lowercase();
+        if let Some(mime) = self.by_key.get(&key) {
             return Some(mime);
         }
-        // "archive.tar.gz" is "gz"; ".profile" has no extension, like "Makefile".
-        let ext = match name.rfind('.') {
-            Some(dot) if dot > 0 => &name[dot + 1..],
-            _ => return None,
-        };
-        if let Some(mime) = self.by_extension.get(&ext.to_ascii_lowercase()) {
-            return Some(mime);
-        }
-        mime_guess::from_ext(ext).first_raw()
+        BUILT_IN
+            .iter()
+            .find(|(ext, _)| *ext == key)
+            .map(|(_, mime)| *mime)
+    }
+}
+
+/// Unit's "extension" of a path: from its last dot (included), or its whole last segment when that has no
+/// dot. "archive.tar.gz" is ".gz", "Makefile" is "Makefile", "trailing." is ".".
+fn extension(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.rfind('.') {
+        Some(dot) => &name[dot..],
+        None => name,
     }
 }
 
@@ -120,30 +167,34 @@ mod tests {
     }
 
     #[test]
-    fn built_ins_and_fallback() {
+    fn unit_built_ins_and_no_type_for_the_rest() {
         let m = MimeTypes::default();
-        assert_eq!(m.lookup("index.html"), "text/html");
-        assert_eq!(m.lookup("/var/www/STYLE.CSS"), "text/css");
-        assert_eq!(m.lookup("a.png"), "image/png");
-        assert_eq!(m.lookup("Makefile"), OCTET_STREAM);
-        assert_eq!(m.lookup(".profile"), OCTET_STREAM);
-        assert_eq!(m.lookup("x.unknownext"), OCTET_STREAM);
-        assert_eq!(m.lookup("trailing."), OCTET_STREAM);
+        assert_eq!(m.known("index.html"), Some("text/html"));
+        assert_eq!(m.known("/var/www/STYLE.CSS"), Some("text/css"));
+        assert_eq!(m.known("a.xml"), Some("application/xml"));
+        assert_eq!(m.known("a.js"), Some("application/javascript"));
+        assert_eq!(m.known("a.php"), Some("application/x-httpd-php"));
+        assert_eq!(m.known("Makefile"), None);
+        assert_eq!(m.known(".profile"), None);
+        assert_eq!(m.known("x.unknownext"), None);
+        assert_eq!(m.known("a.tar.gz"), None, "not in Unit's table");
+        assert_eq!(m.known("trailing."), None);
     }
 
     #[test]
-    fn overrides_win_over_built_ins() {
+    fn overrides_win_over_built_ins_and_names_match_in_any_case() {
         let m = compile(json!({
             "text/plain": [".log", "README", ".HTML"],
             "text/x-code": ".c"
         }))
         .expect("valid");
-        assert_eq!(m.lookup("app.LOG"), "text/plain");
-        assert_eq!(m.lookup("README"), "text/plain");
-        assert_eq!(m.lookup("readme"), OCTET_STREAM, "names are exact");
-        assert_eq!(m.lookup("page.html"), "text/plain");
-        assert_eq!(m.lookup("/src/main.c"), "text/x-code");
-        assert_eq!(m.lookup("a.png"), "image/png");
+        assert_eq!(m.known("app.LOG"), Some("text/plain"));
+        assert_eq!(m.known("README"), Some("text/plain"));
+        assert_eq!(m.known("/docs/readme"), Some("text/plain"));
+        assert_eq!(m.known("README.md"), Some("text/markdown"));
+        assert_eq!(m.known("page.html"), Some("text/plain"));
+        assert_eq!(m.known("/src/main.c"), Some("text/x-code"));
+        assert_eq!(m.known("a.png"), Some("image/png"));
     }
 
     #[test]
@@ -154,12 +205,13 @@ mod tests {
         assert_eq!(e.path.as_str(), "mime_types/nonsense");
         let e = compile(json!({"text/a": ".x", "text/b": [".X"]})).expect_err("duplicate");
         assert_eq!(e.path.as_str(), "mime_types/text/b/0");
+        let e = compile(json!({"text/a": [".x", ".X"]})).expect_err("duplicate in one type");
+        assert_eq!(e.path.as_str(), "mime_types/text/a/1");
+        assert!(compile(json!({"text/a": ["README", "readme"]})).is_err());
         assert!(compile(json!({"text/a": "."})).is_err());
         assert!(compile(json!({"text/a": ""})).is_err());
         assert!(compile(json!({"text/a": []})).is_err());
         assert!(compile(json!({"text/a": "a/b"})).is_err());
         assert!(compile(json!(["text/plain"])).is_err());
-        // Repeating the same pair is harmless.
-        assert!(compile(json!({"text/a": [".x", ".X"]})).is_ok());
     }
 }

@@ -8,13 +8,14 @@
 //! are kept in memory per worker ([`cache`]), checked against the file on every use.
 //!
 //! Decisions left to this module, in Unit's spirit:
-//! - A path ending in `/` gets [`ShareOptions::index`] appended. A directory reached that way, or one whose
-//!   request path already ends in `/`, is [`ShareOutcome::NotFound`] (a redirect could only loop); any other
-//!   directory is a 301 to `<uri_path>/`.
+//! - A path ending in `/` gets [`ShareOptions::index`] appended, and a directory reached that way is
+//!   [`ShareOutcome::NotFound`]. A path not ending in `/` that names a directory is a 301 to `<uri_path>/`
+//!   whatever the request path, as in Unit (so a fixed `"share": "/srv/www"` answers `GET /` with
+//!   `Location: //`).
 //! - Non-regular files (FIFOs, sockets, devices) are [`ShareOutcome::NotFound`].
-//! - The `types` filter is applied to the MIME type of the file asked for (never the `.br`/`.gz` sibling),
-//!   after it has been found to exist, so a rejected type is [`ShareOutcome::Forbidden`] and a missing file
-//!   is still [`ShareOutcome::NotFound`].
+//! - The `types` filter is applied, as in Unit, to the MIME type of the share path itself before anything is
+//!   opened (never to the `.br`/`.gz` sibling), and not at all to a path ending in `/`, whose index file is
+//!   served whatever its type: a rejected type is [`ShareOutcome::Forbidden`], existing or not.
 //! - An unexpected I/O error (EIO, EMFILE, ...) is a final 500, not a fallback.
 
 mod cache;
@@ -110,6 +111,9 @@ pub async fn serve(
         return ShareOutcome::Served(response::method_not_allowed());
     }
     let is_index = path.ends_with('/');
+    if !is_index && types.is_some_and(|accept| !accept(mime.known(path).unwrap_or(""))) {
+        return ShareOutcome::Forbidden;
+    }
     let path = if is_index {
         format!("{path}{}", opts.index)
     } else {
@@ -121,9 +125,7 @@ pub async fn serve(
     // a hop to a blocking thread and back. Large bodies are read on blocking threads (see `stream`).
     let (rep, vary) = match lookup::find(&resolver, &path, &accepted) {
         Located::File { rep, vary } => (rep, vary),
-        Located::Directory if is_index || uri_path.ends_with('/') => {
-            return ShareOutcome::NotFound;
-        }
+        Located::Directory if is_index => return ShareOutcome::NotFound,
         Located::Directory => {
             return ShareOutcome::Served(response::directory_redirect(uri_path, query));
         }
@@ -134,10 +136,6 @@ pub async fn serve(
             return ShareOutcome::Served(response::internal_error());
         }
     };
-    let known = mime.known(&path);
-    if types.is_some_and(|accept| !accept(known.unwrap_or(""))) {
-        return ShareOutcome::Forbidden;
-    }
-    let mime_type = known.unwrap_or(mime::OCTET_STREAM);
+    let mime_type = mime.known(&path);
     ShareOutcome::Served(response::file(rep, vary, mime_type, head, headers))
 }

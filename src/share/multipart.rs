@@ -24,7 +24,8 @@ pub struct Multipart {
 }
 
 impl Multipart {
-    pub fn new(ranges: &[ByteRange], size: u64, content_type: &str) -> Self {
+    /// `content_type` is the file's; a file without one gets parts without `Content-Type`.
+    pub fn new(ranges: &[ByteRange], size: u64, content_type: Option<&str>) -> Self {
         Self::with_boundary(new_boundary(), ranges, size, content_type)
     }
 
@@ -32,12 +33,15 @@ impl Multipart {
         boundary: String,
         ranges: &[ByteRange],
         size: u64,
-        content_type: &str,
+        content_type: Option<&str>,
     ) -> Self {
         let mut segments = Vec::with_capacity(ranges.len() * 2 + 1);
         for r in ranges {
+            let type_line = content_type
+                .map(|t| format!("Content-Type: {t}\r\n"))
+                .unwrap_or_default();
             let head = format!(
-                "--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {}\r\n\r\n",
+                "--{boundary}\r\n{type_line}Content-Range: {}\r\n\r\n",
                 r.content_range(size)
             );
             segments.push(Segment::Bytes(Bytes::from(head)));
@@ -84,7 +88,7 @@ mod tests {
             ByteRange { first: 0, last: 1 },
             ByteRange { first: 8, last: 9 },
         ];
-        let m = Multipart::with_boundary("XYZ".into(), &ranges, 10, "text/plain");
+        let m = Multipart::with_boundary("XYZ".into(), &ranges, 10, Some("text/plain"));
         assert_eq!(m.content_type(), "multipart/byteranges; boundary=XYZ");
         let head = "--XYZ\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-1/10\r\n\r\n";
         assert_eq!(m.segments[0], Segment::Bytes(Bytes::from(head)));

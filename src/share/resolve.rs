@@ -3,15 +3,16 @@
 //!
 //! The file is opened once and everything afterwards (type, size, mtime, the bytes sent) comes from that
 //! descriptor, so there is no window between checking a path and reading it. The rules are enforced by the
-//! kernel through `openat2(2)`: `RESOLVE_BENEATH` below the chroot directory (an escape by `..` or by a
-//! symlink fails with EXDEV rather than being reinterpreted, which is what makes it a 403),
-//! `RESOLVE_NO_SYMLINKS` and `RESOLVE_NO_XDEV`. Where `openat2` is missing (ENOSYS) the [`super::walk`]
+//! kernel through `openat2(2)`: `RESOLVE_IN_ROOT` in the chroot directory, as Unit does (a `..` or a symlink
+//! is resolved as if the chroot were `/`: `..` at the top stays there and an absolute symlink's target is
+//! looked up inside the chroot, so a link to `/etc/passwd` is the chroot's own `etc/passwd`, most often a
+//! 404), `RESOLVE_NO_SYMLINKS` and `RESOLVE_NO_XDEV`. Where `openat2` is missing (ENOSYS) the [`super::walk`]
 //! fallback enforces the same rules with one `openat` per component; the first ENOSYS is remembered, and an
 //! EPERM (how some seccomp filters refuse unknown syscalls) is retried through the walk.
 //!
-//! Errors are classified here, once: missing => [`OpenError::NotFound`], refused => [`OpenError::Forbidden`]
-//! (EACCES, EPERM, and ELOOP/EXDEV which is how the rules report a violation; a genuine symlink loop is
-//! therefore a 403 too), anything else => [`OpenError::Io`].
+//! Errors are classified here, once, as Unit does: missing => [`OpenError::NotFound`] (ENXIO too: opening a
+//! Unix socket), refused => [`OpenError::Forbidden`] (EACCES, EPERM, and ELOOP/EXDEV which is how the rules
+//! report a violation; a genuine symlink loop is therefore a 403 too), anything else => [`OpenError::Io`].
 
 use std::fs::File;
 use std::io;
@@ -27,7 +28,7 @@ use super::walk::{self, Rules};
 /// Set once `openat2` answered ENOSYS: every later open goes straight to the walk.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
-/// `openat2` answers EAGAIN when a rename or mount raced a `RESOLVE_BENEATH` lookup; retrying is the
+/// `openat2` answers EAGAIN when a rename or mount raced a `RESOLVE_IN_ROOT` lookup; retrying is the
 /// documented remedy, a bounded number of times.
 const EAGAIN_RETRIES: usize = 8;
 
@@ -41,7 +42,9 @@ pub enum OpenError {
 impl From<io::Error> for OpenError {
     fn from(e: io::Error) -> Self {
         match e.raw_os_error() {
-            Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => OpenError::NotFound,
+            Some(
+                libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG | libc::ENXIO | libc::EOPNOTSUPP,
+            ) => OpenError::NotFound,
             Some(libc::EACCES | libc::EPERM | libc::ELOOP | libc::EXDEV) => OpenError::Forbidden,
             _ => OpenError::Io(e),
         }
@@ -100,10 +103,10 @@ impl Resolver {
         self.open_below(start, relative(bytes), false)
     }
 
-    fn open_below(&self, start: OwnedFd, rel: &[u8], beneath: bool) -> Result<OwnedFd, OpenError> {
+    fn open_below(&self, start: OwnedFd, rel: &[u8], in_root: bool) -> Result<OwnedFd, OpenError> {
         let mut resolve = self.resolve_flags();
-        if beneath {
-            resolve |= libc::RESOLVE_BENEATH;
+        if in_root {
+            resolve |= libc::RESOLVE_IN_ROOT;
         }
         if !self.force_walk && !NO_OPENAT2.load(Ordering::Relaxed) {
             // An empty path means the start directory itself.
@@ -119,7 +122,6 @@ impl Resolver {
             }
         }
         let rules = Rules {
-            beneath,
             no_symlinks: !self.follow_symlinks,
             no_xdev: !self.traverse_mounts,
         };
@@ -177,7 +179,7 @@ mod tests {
 
     #[test]
     fn errno_classes() {
-        for code in [libc::ENOENT, libc::ENOTDIR, libc::ENAMETOOLONG] {
+        for code in [libc::ENOENT, libc::ENOTDIR, libc::ENAMETOOLONG, libc::ENXIO] {
             assert_eq!(class(code), "404", "{code}");
         }
         for code in [libc::EACCES, libc::EPERM, libc::ELOOP, libc::EXDEV] {

@@ -71,11 +71,11 @@ pub fn directory_redirect(uri_path: &str, query: &str) -> Response<Body> {
     resp
 }
 
-/// The answer for a regular file (or its sibling) of type `mime`.
+/// The answer for a regular file (or its sibling) of type `mime` (`None`: no `Content-Type`, as in Unit).
 pub fn file(
     rep: Representation,
     vary: bool,
-    mime: &str,
+    mime: Option<&str>,
     head: bool,
     req: &HeaderMap,
 ) -> Response<Body> {
@@ -107,7 +107,7 @@ fn validator_headers(h: &mut HeaderMap, v: &Validators) {
 fn content(
     rep: Representation,
     v: &Validators,
-    mime: &str,
+    mime: Option<&str>,
     head: bool,
     req: &HeaderMap,
 ) -> Response<Body> {
@@ -117,7 +117,7 @@ fn content(
         RangeOutcome::Partial(ranges) => partial(&ranges, size, mime),
         RangeOutcome::Unsatisfiable => return unsatisfiable(size),
     };
-    if !h.contains_key(header::CONTENT_TYPE) {
+    if let Some(mime) = mime.filter(|_| !h.contains_key(header::CONTENT_TYPE)) {
         set(&mut h, header::CONTENT_TYPE, mime);
     }
     let length: u64 = segments.iter().map(Segment::len).sum();
@@ -156,7 +156,11 @@ fn whole(size: u64) -> Vec<Segment> {
     }]
 }
 
-fn partial(ranges: &[ByteRange], size: u64, mime: &str) -> (StatusCode, Vec<Segment>, HeaderMap) {
+fn partial(
+    ranges: &[ByteRange],
+    size: u64,
+    mime: Option<&str>,
+) -> (StatusCode, Vec<Segment>, HeaderMap) {
     let mut h = HeaderMap::new();
     let segments = match ranges {
         [one] => {

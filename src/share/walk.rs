@@ -1,11 +1,13 @@
 //! Path resolution one component at a time, for kernels without `openat2(2)` (before Linux 5.6, or behind a
 //! seccomp filter that answers ENOSYS).
 //!
-//! It keeps the same promises as `openat2` with `RESOLVE_BENEATH` / `RESOLVE_NO_SYMLINKS` / `RESOLVE_NO_XDEV`,
-//! and reports violations with the same errnos (EXDEV, ELOOP) so the caller maps both paths alike. Every step
-//! is an `openat` relative to the descriptor of the directory reached so far, with `O_NOFOLLOW`, so a rename
-//! racing the walk cannot move it outside the start directory. Symlinks are expanded by hand (`readlinkat`),
-//! which is what lets `..` and absolute targets be checked against the start directory.
+//! It keeps the same promises as `openat2` with `RESOLVE_IN_ROOT` / `RESOLVE_NO_SYMLINKS` / `RESOLVE_NO_XDEV`,
+//! and reports violations with the same errnos (EXDEV, ELOOP) so the caller maps both paths alike. The start
+//! directory is the root of the walk: `..` there stays there, and an absolute symlink starts again from it
+//! (for a start of `/`, that is the kernel's own rule). Every step is an `openat` relative to the descriptor of
+//! the directory reached so far, with `O_NOFOLLOW`, so a rename racing the walk cannot move it outside the
+//! start directory. Symlinks are expanded by hand (`readlinkat`), which is what keeps `..` and absolute
+//! targets inside the start directory.
 //!
 //! Known difference: mount crossings are detected by `st_dev`, so a bind mount of the same filesystem is not
 //! seen as a crossing (openat2 compares mount ids).
@@ -22,8 +24,6 @@ const MAX_SYMLINKS: u32 = 40;
 /// What the walk must refuse.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Rules {
-    /// Never leave the start directory, by `..` or by a symlink (EXDEV).
-    pub beneath: bool,
     /// Refuse any symlink (ELOOP).
     pub no_symlinks: bool,
     /// Refuse any component on another device than its parent (EXDEV).
@@ -73,13 +73,11 @@ impl Walk {
         &self.stack[self.stack.len() - 1]
     }
 
+    /// `..`: the start directory is the root, and its `..` is itself.
     fn up(&mut self) -> io::Result<()> {
         if self.stack.len() > 1 {
             self.stack.pop();
-        } else if self.rules.beneath {
-            return Err(errno(libc::EXDEV));
         }
-        // Without `beneath` the start is `/`, and `/..` is `/`.
         Ok(())
     }
 
@@ -131,9 +129,6 @@ impl Walk {
             other => other?,
         };
         if target.first() == Some(&b'/') {
-            if self.rules.beneath {
-                return Err(errno(libc::EXDEV));
-            }
             self.stack.truncate(1);
         }
         self.prepend(&target);

@@ -82,7 +82,7 @@ impl Candidate {
 /// Per-upstream balancer state: the current weights of smooth weighted
 /// round-robin (also used to break least-connections ties). One per
 /// upstream, behind a lock held by the caller while it picks.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Balancer {
     /// One current weight per candidate. Sized lazily: when `pick` is given a
     /// list of another length (the upstream was reconfigured), it starts over
@@ -96,6 +96,18 @@ impl Balancer {
         Balancer {
             current: vec![0.0; n],
         }
+    }
+
+    /// Like [`Balancer::pick`], leaving the state as it was: a retry after a failed server is not a turn of
+    /// the rotation, so the failed server keeps its share and the server that takes the retry keeps its own
+    /// (as Unit's, whose round robin a retry does not advance).
+    pub fn peek(
+        &self,
+        how: Balance,
+        candidates: &[Candidate],
+        client: Option<IpAddr>,
+    ) -> Option<usize> {
+        self.clone().pick(how, candidates, client)
     }
 
     /// Index of the chosen candidate, or `None` when none is available.
@@ -261,6 +273,18 @@ mod tests {
             counts(&mut b, Balance::RoundRobin, &c, 7000),
             vec![5000, 1000, 1000]
         );
+    }
+
+    #[test]
+    fn a_peek_does_not_take_a_turn() {
+        let mut b = Balancer::new(2);
+        let all = cands(&[1.0, 1.0]);
+        let mut retry = cands(&[1.0, 1.0]);
+        retry[0].available = false;
+        assert_eq!(b.pick(Balance::RoundRobin, &all, None), Some(0));
+        assert_eq!(b.peek(Balance::RoundRobin, &retry, None), Some(1));
+        assert_eq!(b.pick(Balance::RoundRobin, &all, None), Some(1));
+        assert_eq!(b.pick(Balance::RoundRobin, &all, None), Some(0));
     }
 
     #[test]

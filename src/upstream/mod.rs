@@ -399,11 +399,11 @@ impl Upstream {
                     for (slot, m) in list.iter_mut().zip(members.iter()) {
                         *slot = candidate(m);
                     }
-                    self.balance(&list[..n], client)?
+                    self.balance(&list[..n], client, !exclude.is_empty())?
                 }
                 _ => {
                     let list: Vec<Candidate> = members.iter().map(candidate).collect();
-                    self.balance(&list, client)?
+                    self.balance(&list, client, !exclude.is_empty())?
                 }
             };
             let member = &members[index];
@@ -477,6 +477,12 @@ impl Upstream {
         self.line.join()
     }
 
+    /// Whether the configuration gave this upstream no server at all (`"servers": {}`): nothing will ever
+    /// answer, which Unit reports as 502.
+    pub fn has_no_servers(&self) -> bool {
+        !self.dynamic && self.members.load().is_empty()
+    }
+
     /// Whether no server is left to try or to wait for: fixed servers, every one of them already failed for
     /// this request; or an errored application without an instance.
     pub fn exhausted(&self, excluded: &[Arc<ServerState>]) -> bool {
@@ -489,11 +495,20 @@ impl Upstream {
             .all(|m| excluded.iter().any(|e| Arc::ptr_eq(e, &m.state)))
     }
 
-    fn balance(&self, candidates: &[Candidate], client: Option<IpAddr>) -> Option<usize> {
-        self.balancer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pick(self.conf.balance, candidates, client)
+    /// The server for a first try takes a turn of the rotation; a retry (`retry`: some server already failed
+    /// this request) does not, so a refusing server's share is not counted twice.
+    fn balance(
+        &self,
+        candidates: &[Candidate],
+        client: Option<IpAddr>,
+        retry: bool,
+    ) -> Option<usize> {
+        let mut balancer = self.balancer.lock().unwrap_or_else(|e| e.into_inner());
+        if retry {
+            balancer.peek(self.conf.balance, candidates, client)
+        } else {
+            balancer.pick(self.conf.balance, candidates, client)
+        }
     }
 
     /// The earliest moment a server out on a passive time-out comes back, if any is out now.

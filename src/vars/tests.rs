@@ -188,7 +188,7 @@ fn unix_socket_and_versions() {
         req: &req,
         response: None,
     });
-    assert!(got.starts_with("[] POST /a%20b/"), "{got}");
+    assert!(got.starts_with("[unix:] POST /a%20b/"), "{got}");
     assert!(got.ends_with(" HTTP/2.0"), "{got}");
 }
 

@@ -24,3 +24,4 @@ mod share;
 mod tls;
 mod unit_compat;
 mod unit_http;
+mod unit_routing;

@@ -613,6 +613,7 @@ fn symlinks_follow_symlinks_and_chroot() {
         symlink("real.txt", d.join("in")).unwrap();
         symlink("../a.txt", d.join("in-up")).unwrap();
         symlink(".", d.join("dirlink")).unwrap();
+        symlink("/a.txt", d.join("root-abs")).unwrap();
     }
     let root = s(&www);
     let addr = rein.serve(json!([
@@ -637,18 +638,21 @@ fn symlinks_follow_symlinks_and_chroot() {
     expect("/nf/out-rel", 403, None);
     expect("/nf/in", 403, None);
     expect("/nf/dirlink/real.txt", 403, None);
-    // chroot: links may be followed, but nothing outside the root is reached.
+    // chroot: links may be followed, but nothing outside the root is reached: as in Unit, they resolve as if
+    // the chroot were `/` (`..` stops at it, an absolute target is looked up in it), so these name files
+    // the chroot does not have.
     expect("/cr/real.txt", 200, Some("real in cr"));
-    expect("/cr/out-abs", 403, None);
-    expect("/cr/out-rel", 403, None);
+    expect("/cr/out-abs", 404, None);
+    expect("/cr/out-rel", 404, None);
+    expect("/cr/root-abs", 200, Some("public"));
     expect("/cr/in", 200, Some("real in cr"));
     expect("/cr/in-up", 200, Some("public"));
     expect("/cr/dirlink/real.txt", 200, Some("real in cr"));
     // chroot with follow_symlinks: false.
     expect("/crnf/x?f=real.txt", 200, Some("real in nf"));
     expect("/crnf/x?f=in", 403, None);
-    // A share path that itself climbs out of the chroot.
-    expect("/outside", 403, None);
+    // A share path that itself climbs out of the chroot stops at it too.
+    expect("/outside", 404, None);
     // Neither option: symlinks are followed as the filesystem says.
     expect("/ok/in", 200, Some("real in ok"));
     expect("/ok/in-up", 200, Some("public"));

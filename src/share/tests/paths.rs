@@ -78,7 +78,7 @@ async fn index_and_directories() {
     let a = answer(out).await;
     assert_eq!(a.status, StatusCode::MOVED_PERMANENTLY);
     assert_eq!(a.header(header::LOCATION), "/x/a%20b/?q=1");
-    // Already slashed: redirecting again would loop.
+    // Already slashed: still a directory named without a trailing slash in the share, so Unit's redirect.
     let out = serve(
         &s.path("d"),
         &s.opts,
@@ -92,7 +92,11 @@ async fn index_and_directories() {
         },
     )
     .await;
-    assert!(is_not_found(&out));
+    let ShareOutcome::Served(r) = out else {
+        panic!("expected a redirect")
+    };
+    assert_eq!(r.status(), StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(r.headers()[header::LOCATION], "/d//");
     // The index itself being a directory is not servable.
     std::fs::create_dir_all(s.root().join("f/other.txt")).expect("mkdir");
     assert!(is_not_found(&s.run(Method::GET, "f/", &[]).await));
@@ -129,9 +133,34 @@ async fn missing_special_and_types() {
         }
     };
     assert!(is_forbidden(&run("a.txt").await));
-    assert!(is_not_found(&run("missing.txt").await));
+    // As in Unit, the type is checked before the file is looked for.
+    assert!(is_forbidden(&run("missing.txt").await));
     s.write("b.html", b"ok");
     assert!(matches!(run("b.html").await, ShareOutcome::Served(_)));
+    // A path ending in `/` serves its index whatever `types` says (Unit checks types on the path only).
+    s.write("d/index.html", b"index");
+    let only_text = |m: &str| m == "text/plain";
+    let out = serve(
+        &s.path("d/"),
+        &s.opts,
+        Some(&only_text),
+        &s.mime,
+        &Target {
+            method: &Method::GET,
+            headers: &HeaderMap::new(),
+            uri_path: "/d/",
+            query: "",
+        },
+    )
+    .await;
+    assert!(matches!(out, ShareOutcome::Served(r) if r.status() == StatusCode::OK));
+}
+
+#[tokio::test]
+async fn a_unix_socket_is_not_found() {
+    let s = site();
+    let _listener = std::os::unix::net::UnixListener::bind(s.root().join("sock")).expect("bind");
+    assert!(is_not_found(&s.run(Method::GET, "sock", &[]).await));
 }
 
 #[tokio::test]
@@ -186,13 +215,15 @@ async fn symlinks_and_chroot() {
     s.opts.follow_symlinks = true;
     s.opts.chroot = Some(s.root().join("www"));
     assert_eq!(s.get("www/link.txt", &[]).await.body.as_ref(), b"real");
-    assert!(is_forbidden(
+    // As in Unit (RESOLVE_IN_ROOT), links and `..` resolve inside the chroot: no such file there.
+    assert!(is_not_found(
         &s.run(Method::GET, "www/escape.txt", &[]).await
     ));
-    assert!(is_forbidden(&s.run(Method::GET, "www/abs.txt", &[]).await));
-    assert!(is_forbidden(
+    assert!(is_not_found(&s.run(Method::GET, "www/abs.txt", &[]).await));
+    assert!(is_not_found(
         &s.run(Method::GET, "www/../secret.txt", &[]).await
     ));
+    // A share path outside the chroot is refused before any lookup.
     assert!(is_forbidden(&s.run(Method::GET, "secret.txt", &[]).await));
     assert!(is_not_found(
         &s.run(Method::GET, "www/missing.txt", &[]).await
@@ -209,6 +240,7 @@ fn resolver_matrix_both_ways() {
     symlink("d", s.root().join("www/dl")).expect("symlink");
     symlink("../../out.txt", s.root().join("www/d/up.txt")).expect("symlink");
     symlink("loop", s.root().join("www/loop")).expect("symlink");
+    symlink("/d/f.txt", s.root().join("www/abs.txt")).expect("symlink");
     let www = s.root().join("www");
     let kind = |r: Result<std::fs::File, OpenError>| match r {
         Ok(_) => "ok",
@@ -227,7 +259,9 @@ fn resolver_matrix_both_ways() {
         assert_eq!(open(&r, "d/f.txt"), "ok", "walk={force_walk}");
         assert_eq!(open(&r, "dl/f.txt"), "ok", "walk={force_walk}");
         assert_eq!(open(&r, "dl/../d/f.txt"), "ok", "walk={force_walk}");
-        assert_eq!(open(&r, "d/up.txt"), "403", "walk={force_walk}");
+        // `..` stops at the chroot, and an absolute link starts from it.
+        assert_eq!(open(&r, "d/up.txt"), "404", "walk={force_walk}");
+        assert_eq!(open(&r, "abs.txt"), "ok", "walk={force_walk}");
         assert_eq!(open(&r, "loop"), "403", "walk={force_walk}");
         assert_eq!(open(&r, "d/f.txt/x"), "404", "walk={force_walk}");
         assert_eq!(open(&r, "d/nope"), "404", "walk={force_walk}");

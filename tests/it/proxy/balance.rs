@@ -161,3 +161,35 @@ fn ip_hash_keeps_a_client_on_one_server() {
     assert_eq!(moved.len(), 1, "after {chosen} died: {moved:?}");
     assert!(!moved.contains(&chosen));
 }
+
+/// Round robin with a server that refuses connections: the refused request is retried on the next server,
+/// and that retry is not a turn of the rotation, so each server keeps its share of first tries (Unit's 10/10
+/// of 20 requests at 1:1) and the good server also takes the 10 retries.
+#[test]
+fn a_retry_after_a_refusal_is_not_a_turn_of_the_round_robin() {
+    let rein = Rein::start();
+    let good = Backend::python("B", "0", &[]);
+    let refusing = format!("127.0.0.1:{}", free_port());
+    let addr = serve_upstream(
+        &rein,
+        json!({
+            "servers": {refusing.clone(): {}, good.addr(): {}},
+            "health": {"passive": {"failures": 0}}
+        }),
+    );
+    let mut c = Conn::open(addr);
+    for _ in 0..20 {
+        assert_eq!(c.get("/whoami", &[]).status, 200);
+    }
+    assert_eq!(good.count("path=/whoami"), 20);
+    assert_eq!(server_status(&rein, &refusing)["failures"], 10);
+}
+
+/// An upstream configured without any server answers 502, as Unit does (nothing will ever answer: no server
+/// to wait for, unlike an application's instances).
+#[test]
+fn an_upstream_without_servers_answers_502() {
+    let rein = Rein::start();
+    let addr = serve_upstream(&rein, json!({"servers": {}}));
+    assert_eq!(Conn::open(addr).get("/", &[]).status, 502);
+}

@@ -1,0 +1,220 @@
+//! Unit compatibility of configuration text, routing, variables, static files, upstreams, the access log and
+//! `/status`: the places where a Unit user's configuration or client met a different answer from rein than
+//! from Unit. Each test cites the Unit behaviour it checks; where Unit's documentation is silent, the comment
+//! says what a Unit user's client expects and why.
+
+use serde_json::json;
+
+use crate::harness::{Rein, file, get, wait_for};
+
+// ----- configuration text and the API ---------------------------------------------------------------------
+
+/// Unit reads its configuration with JavaScript-style comments and skips a UTF-8 byte-order mark.
+#[test]
+fn a_document_with_comments_and_a_byte_order_mark_loads() {
+    let rein = Rein::start();
+    let text = "\u{FEFF}{\n  // where requests arrive\n  \"listeners\": {\"127.0.0.1:0\": {\"pass\": \"routes\"}},\n  \
+                /* every request */ \"routes\": [{\"action\": {\"return\": 204}}]\n}\n";
+    let (status, body) = rein.api("PUT", "/config", Some(text));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get(rein.bound("127.0.0.1:0"), "/").status, 204);
+    // A syntax error still points at the line the user wrote.
+    let (status, body) = rein.api("PUT", "/config/routes", Some("[ /* a\n b */ x ]"));
+    assert_eq!(status, 400);
+    assert!(
+        body["detail"].as_str().unwrap().contains("line 2"),
+        "{body}"
+    );
+}
+
+/// Unit's `PUT` on an array index equal to the array's length appends an element.
+#[test]
+fn put_at_the_end_of_an_array_appends() {
+    let rein = Rein::start();
+    let a = rein.serve(json!([{"match": {"uri": "/a"}, "action": {"return": 201}}]));
+    let step = json!({"action": {"return": 202}}).to_string();
+    let (status, body) = rein.api("PUT", "/config/routes/1", Some(&step));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get(a, "/b").status, 202);
+    let (status, _) = rein.api("PUT", "/config/routes/3", Some(&step));
+    assert_eq!(status, 404);
+}
+
+/// Unit's listener option from before `pass` existed, `"application": "NAME"`, which Unit still takes.
+#[test]
+fn a_listener_with_the_old_application_option_serves_the_app() {
+    let rein = Rein::start();
+    let js = "require('http').createServer((q, s) => s.end('app')).listen({fd: 3})";
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"application": "a"}},
+        "applications": {"a": {"type": "external", "executable": "node", "arguments": ["-e", js]}},
+    }));
+    let a = rein.bound("127.0.0.1:0");
+    wait_for("the app", || get(a, "/").text() == "app");
+    let (status, body) = rein.api(
+        "PUT",
+        "/config/listeners",
+        Some(&json!({"127.0.0.1:0": {"application": "nope"}}).to_string()),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body["detail"].as_str().unwrap().contains("application"),
+        "{body}"
+    );
+}
+
+// ----- static files ---------------------------------------------------------------------------------------
+
+/// Unit's own MIME table: `.xml` is `application/xml`, and a type Unit does not know gets no `Content-Type`
+/// at all. `mime_types` entries match case-insensitively, bare names (`README`) included, and an extension
+/// declared twice, case aside, is refused.
+#[test]
+fn static_files_have_the_types_unit_gives_them() {
+    let rein = Rein::start();
+    let www = rein.dir.path().join("www");
+    for name in [
+        "a.xml",
+        "a.js",
+        "a.unknownext",
+        "Makefile",
+        "readme",
+        "app.LOG",
+    ] {
+        file(&www, name, b"x");
+    }
+    let share = json!([{"action": {"share": format!("{}$uri", www.display())}}]);
+    let a = rein.serve_with(
+        share.clone(),
+        json!({"settings": {"http": {"static": {"mime_types": {"text/plain": ["README", ".log"]}}}}}),
+    );
+    let ctype = |p: &str| get(a, p).header("content-type").map(str::to_owned);
+    assert_eq!(ctype("/a.xml").as_deref(), Some("application/xml"));
+    assert_eq!(ctype("/a.js").as_deref(), Some("application/javascript"));
+    assert_eq!(ctype("/a.unknownext"), None);
+    assert_eq!(ctype("/Makefile"), None);
+    assert_eq!(ctype("/readme").as_deref(), Some("text/plain"));
+    assert_eq!(ctype("/app.LOG").as_deref(), Some("text/plain"));
+    let twice = json!({"text/plain": [".log"], "text/x-log": [".LOG"]});
+    let (status, body) = rein.api(
+        "PUT",
+        "/config/settings/http/static/mime_types",
+        Some(&twice.to_string()),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("mime_types/text/x-log"),
+        "{body}"
+    );
+}
+
+/// Unit tests `types` against the share path, before looking for the file, and serves the index of a path
+/// ending in `/` whatever its type.
+#[test]
+fn types_apply_to_the_share_path_not_to_the_index() {
+    let rein = Rein::start();
+    let www = rein.dir.path().join("www");
+    file(&www, "index.html", b"index");
+    file(&www, "a.txt", b"text");
+    let a = rein.serve(json!([{"action": {
+        "share": format!("{}$uri", www.display()),
+        "types": ["text/plain"]
+    }}]));
+    assert_eq!(get(a, "/").text(), "index");
+    assert_eq!(get(a, "/a.txt").text(), "text");
+    assert_eq!(get(a, "/index.html").status, 403);
+    assert_eq!(get(a, "/missing.html").status, 403);
+}
+
+/// A Unix socket under a share is 404 (Unit: the open's ENXIO), and a share naming a directory without a
+/// trailing slash is Unit's 301 to the request path plus `/`, for `GET /` too.
+#[test]
+fn sockets_are_not_found_and_a_directory_share_redirects() {
+    let rein = Rein::start();
+    let www = rein.dir.path().join("www");
+    file(&www, "index.html", b"index");
+    let _socket = std::os::unix::net::UnixListener::bind(www.join("sock")).unwrap();
+    let a = rein.serve(json!([
+        {"match": {"uri": "/fixed/*"}, "action": {"share": www.display().to_string()}},
+        {"match": {"uri": "/"}, "action": {"share": www.display().to_string()}},
+        {"action": {"share": format!("{}$uri", www.display())}}
+    ]));
+    assert_eq!(get(a, "/sock").status, 404);
+    let r = get(a, "/");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(r.header("location"), Some("//"));
+    let r = get(a, "/fixed/x?q=1");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(r.header("location"), Some("/fixed/x/?q=1"));
+}
+
+// ----- routing --------------------------------------------------------------------------------------------
+
+/// Unit accepts empty arrays in `match` with their plain meaning: no pattern to fail matches anything (`uri`,
+/// `method`, `arguments`...), no address matches nobody (`source`, `destination`), and an empty
+/// `forwarded.source` trusts no proxy.
+#[test]
+fn empty_match_arrays_are_taken_with_units_meaning() {
+    let rein = Rein::start();
+    for k in [
+        "uri",
+        "method",
+        "host",
+        "headers",
+        "arguments",
+        "query",
+        "cookies",
+    ] {
+        let a = rein.serve(json!([
+            {"match": {k: []}, "action": {"return": 200}},
+            {"action": {"return": 404}}
+        ]));
+        assert_eq!(get(a, "/x?a=1").status, 200, "{k}");
+    }
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {
+            "pass": "routes",
+            "forwarded": {"client_ip": "X-Forwarded-For", "source": []}
+        }},
+        "routes": [
+            {"match": {"source": []}, "action": {"return": 201}},
+            {"match": {"destination": []}, "action": {"return": 202}},
+            {"match": {"source": "192.0.2.1"}, "action": {"return": 203}},
+            {"action": {"return": 204}}
+        ],
+    }));
+    let a = rein.bound("127.0.0.1:0");
+    let r = crate::harness::get_with(a, "/x", &[("X-Forwarded-For", "192.0.2.1")]);
+    assert_eq!(
+        r.status, 204,
+        "no address matches [], and no proxy is trusted"
+    );
+}
+
+// ----- access log -----------------------------------------------------------------------------------------
+
+/// A client on a Unix-socket listener is `unix:` in `$remote_addr` (the access log's first field), as Unit
+/// writes it.
+#[test]
+fn a_unix_socket_client_is_logged_as_unix() {
+    use std::io::{Read, Write};
+    let rein = Rein::start();
+    let sock = rein.dir.path().join("web.sock");
+    let log = rein.dir.path().join("access.log");
+    rein.configure(json!({
+        "listeners": {format!("unix:{}", sock.display()): {"pass": "routes"}},
+        "routes": [{"action": {"return": 204}}],
+        "access_log": {"path": log.display().to_string(), "format": "[$remote_addr]"},
+    }));
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+    wait_for("the log line", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("[unix:]"))
+    });
+}
