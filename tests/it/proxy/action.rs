@@ -148,8 +148,9 @@ fn a_rewritten_target_with_unsafe_bytes_goes_upstream_encoded() {
         ),
         ("/in/caf%C3%A9?q=x%20y", "/headers/in/caf%C3%A9?q=x%20y"),
         ("/in/h%23frag", "/headers/in/h%23frag?q="),
-        // Only what a request line cannot carry is encoded: a decoded `%` or `|` is sent as it is.
-        ("/in/kept%25?q=%7C", "/headers/in/kept%?q=|"),
+        // Only what a request line cannot carry is encoded: a decoded `|` is sent as it is. (A decoded `%`
+        // makes the rewritten target an invalid escape, which is a 400 like any other.)
+        ("/in/kept%7C?q=%7C", "/headers/in/kept|?q=|"),
     ] {
         let r = c.get(target, &[]);
         let (doc, seen) = seen_headers(&r);
