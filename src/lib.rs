@@ -16,6 +16,8 @@ pub mod engine;
 pub mod fastcgi;
 pub(crate) mod fd_limit;
 pub mod forwarded;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 #[cfg(test)]
 mod fuzz_rng;
 pub mod http1;

@@ -7,9 +7,9 @@
 //! however often it is tried, and an idle connection is a socket. Parsing stays with `httparse`, hyper's
 //! parser; the framing rules are RFC 9112's.
 
-mod chunked;
+pub(crate) mod chunked;
 mod client;
-mod head;
+pub(crate) mod head;
 
 #[cfg(test)]
 mod fuzz_tests;
