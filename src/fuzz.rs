@@ -276,8 +276,12 @@ fn check_record(record: &Record, head: &mut HeadParser) {
         | Record::GetValues { data }
         | Record::GetValuesResult { data } => {
             if let Ok(params) = Params::decode(data) {
-                let again = Params::decode(params.encoded()).map(|p| p.len());
-                assert_eq!(again, Ok(params.len()), "params re-encoded decode alike");
+                let again = Params::decode(params.encoded()).map(|p| p.iter().count());
+                assert_eq!(
+                    again,
+                    Ok(params.iter().count()),
+                    "params re-encoded decode alike"
+                );
             }
         }
         _ => {}

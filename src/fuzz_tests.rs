@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
-/// Every fuzz target: its name (fuzz/fuzz_targets/NAME.rs, fuzz/seeds/NAME/) and its entry point.
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A fuzz target: its name (fuzz/fuzz_targets/NAME.rs, fuzz/seeds/NAME/) and its entry point.
+type Target = (&'static str, fn(&[u8]));
+
+const TARGETS: &[Target] = &[
     ("config", super::config),
     ("pattern", super::pattern),
     ("template", super::template),

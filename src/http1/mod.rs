@@ -14,5 +14,5 @@ pub(crate) mod head;
 #[cfg(test)]
 mod fuzz_tests;
 
-pub use client::{Conn, Error, ResponseBody, SendError, Upgraded, connect};
-pub use head::{HeadError, HeadWriter, RequestHead, connection_lists};
+pub use client::{Conn, ResponseBody, Upgraded, connect};
+pub use head::{HeadWriter, RequestHead, connection_lists};

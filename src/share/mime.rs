@@ -72,6 +72,7 @@ impl MimeTypes {
     }
 
     /// The MIME type of `file_name` (a bare name; anything before the last `/` is ignored).
+    #[cfg(test)]
     pub fn lookup(&self, file_name: &str) -> &str {
         self.known(file_name).unwrap_or(OCTET_STREAM)
     }
