@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what rein's tests need on a Debian machine, then runs the whole suite.
-# Usage: scripts/test.sh [extra cargo test arguments]
+# Usage: scripts/test.sh [extra cargo test arguments]   (FUZZ_SECONDS=N: each fuzz target's time, 0 to skip)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,4 +60,10 @@ cargo test --locked "$@"
 # arguments); SOAK=0 leaves it out.
 if [ $# -eq 0 ] && [ "${SOAK:-1}" != 0 ]; then
     bench/soak --minutes 1 --ci
+fi
+
+# Each fuzz target for a bounded time (scripts/fuzz.sh), on a whole-suite run only; FUZZ_SECONDS=0 skips it.
+fuzz_seconds=${FUZZ_SECONDS:-15}
+if [ $# -eq 0 ] && [ "$fuzz_seconds" != 0 ]; then
+    scripts/fuzz.sh "$fuzz_seconds"
 fi

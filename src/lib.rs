@@ -4,34 +4,36 @@
 //! [`snapshot::Snapshot`] (pure, every error with its JSON path), [`server`] publishes it and serves requests
 //! through [`route`] and the actions ([`share`] for static files).
 
-pub mod acme;
-pub mod ascii;
-pub mod bench;
-pub mod body;
+pub(crate) mod acme;
+pub(crate) mod ascii;
+pub(crate) mod bench;
+pub(crate) mod body;
 pub mod cli;
-pub mod compile;
-pub mod config;
-pub mod control;
-pub mod engine;
-pub mod fastcgi;
+pub(crate) mod compile;
+pub(crate) mod config;
+pub(crate) mod control;
+pub(crate) mod engine;
+pub(crate) mod fastcgi;
 pub(crate) mod fd_limit;
-pub mod forwarded;
+pub(crate) mod forwarded;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 #[cfg(test)]
 mod fuzz_rng;
-pub mod http1;
+pub(crate) mod http1;
 pub(crate) mod log_file;
 pub(crate) mod log_limit;
-pub mod proxy;
-pub mod request;
-pub mod route;
-pub mod scripts;
-pub mod server;
-pub mod share;
-pub mod snapshot;
-pub mod state;
-pub mod supervisor;
-pub mod tls;
-pub mod upstream;
+pub(crate) mod proxy;
+pub(crate) mod request;
+pub(crate) mod route;
+pub(crate) mod scripts;
+pub(crate) mod server;
+pub(crate) mod share;
+pub(crate) mod snapshot;
+pub(crate) mod state;
+pub(crate) mod supervisor;
+pub(crate) mod tls;
+pub(crate) mod upstream;
 pub(crate) mod uri_escape;
-pub mod vars;
-pub mod workers;
+pub(crate) mod vars;
+pub(crate) mod workers;

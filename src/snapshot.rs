@@ -65,12 +65,6 @@ pub struct Listener {
     pub h2c: bool,
 }
 
-impl Listener {
-    pub fn scheme(&self) -> &'static str {
-        if self.tls.is_some() { "https" } else { "http" }
-    }
-}
-
 /// A `pass` destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PassTarget {

@@ -88,6 +88,7 @@ impl StateDir {
     }
 
     /// Replaces the saved configuration atomically.
+    #[cfg(test)]
     pub fn save(&self, doc: &Value) -> Result<(), StateError> {
         self.prepare(doc)?.commit()
     }

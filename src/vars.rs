@@ -112,6 +112,7 @@ impl Template {
         self.parts.iter().all(|p| matches!(p, Part::Text(_)))
     }
 
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn source(&self) -> &str {
         &self.source
     }

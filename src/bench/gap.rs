@@ -31,12 +31,9 @@ impl Runs {
         self.runs.extend(other.runs);
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.runs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
     }
 
     /// The longest window in `[0, end]` with no success: `(start, length)` in µs. With no success at all,

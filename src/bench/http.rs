@@ -53,11 +53,6 @@ pub struct Progress {
     pub bytes_read: u64,
 }
 
-/// Runs the bench on a runtime of its own with `config.threads` threads.
-pub fn run(config: &Config) -> Result<Report, Error> {
-    run_with_progress(config, |_| {})
-}
-
 /// Like [`run`], calling `on_tick` about four times a second while it runs.
 pub fn run_with_progress(config: &Config, on_tick: impl FnMut(&Progress)) -> Result<Report, Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()

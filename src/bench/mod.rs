@@ -4,7 +4,7 @@
 //! soon as its previous answer is in) or open loop at a fixed rate, and returns a [`report::Report`]: requests,
 //! errors by kind, latency percentiles from an HDR histogram, and the longest window without a successful
 //! response ([`gap`]). [`config`] parses targets and holds the run's parameters; [`output`] formats a report for
-//! people or as JSON. The CLI is a thin layer over [`http::run`].
+//! people or as JSON. The CLI is a thin layer over [`http::run_with_progress`].
 //! [`reload`] measures an application behind a running rein through a rolling reload or the kill of one
 //! instance, phase by phase (before, during, after).
 
@@ -14,6 +14,3 @@ pub mod http;
 pub mod output;
 pub mod reload;
 pub mod report;
-
-pub use config::{Config, Target};
-pub use report::Report;

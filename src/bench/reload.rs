@@ -665,12 +665,12 @@ where
 
 mod control;
 mod output;
-pub use control::listener_target;
 use control::{Control, api_error, kill9, ready_pids, segment};
 pub use output::{human, json};
 
 #[cfg(test)]
 mod tests {
+    use super::control::listener_target;
     use super::*;
 
     #[test]

@@ -10,7 +10,7 @@ mod settings;
 
 pub use fastcgi::php_target;
 pub use routes::parse_pass;
-pub use settings::{DEFAULT_LOG_FORMAT, LogCondition};
+pub use settings::LogCondition;
 
 use std::collections::{BTreeMap, HashMap};
 

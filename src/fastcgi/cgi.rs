@@ -112,6 +112,7 @@ impl HeadParser {
 }
 
 /// Parses the head at the start of `bytes`: the head and its length, or `None` when incomplete.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn parse_head(bytes: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     match Scan::default().find_end(bytes) {
         Some(end) if end > MAX_HEAD => Err(HeadError::TooLarge),

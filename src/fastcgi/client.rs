@@ -133,7 +133,7 @@ impl Conn {
     /// The connection, its socket registered with the calling worker's reactor: taken from a shared pool,
     /// it may come from another worker, whose thread would otherwise relay every wake-up to this one.
     /// Moving costs two `epoll_ctl` calls.
-    pub fn to_this_worker(self) -> io::Result<Conn> {
+    pub fn into_this_worker(self) -> io::Result<Conn> {
         let here = workers::current();
         if self.worker == here {
             return Ok(self);
@@ -153,11 +153,6 @@ impl Conn {
             pipeline: Some(counted),
             ..self
         }
-    }
-
-    /// The server's address, as given to [`connect`].
-    pub fn label(&self) -> &str {
-        &self.label
     }
 
     /// The worker thread whose reactor the socket is registered with.
@@ -186,6 +181,7 @@ impl Conn {
     /// record. Returns once the CGI head is parsed; `read_timeout` bounds any wait during which nothing moves
     /// either way (for the head, and then for each later read): a long upload the application keeps reading
     /// is not a stall.
+    #[cfg(test)]
     pub async fn send(
         self,
         params: &Params,
@@ -229,7 +225,7 @@ impl Conn {
             decoder,
             unwritten,
         } = handover;
-        let conn = conn.to_this_worker().map_err(|e| SendError {
+        let conn = conn.into_this_worker().map_err(|e| SendError {
             error: Error::Io(e),
             unsent: None,
             stale: false,

@@ -33,7 +33,7 @@ mod fuzz_tests;
 #[cfg(test)]
 mod php_tests;
 
-pub use client::{Conn, Error, ResponseBody, SendError, connect};
+pub use client::{Conn, Error, ResponseBody, connect};
 pub use exchange::encode_bodiless;
 pub use params::Params;
 pub use request_params::{Cgi, Script, request_params};

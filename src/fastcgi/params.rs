@@ -3,7 +3,7 @@
 //! Each length is one byte when under 128, else four bytes with the high bit set (31 bits of length). Names
 //! and values are bytes: CGI variables carry header values and paths, which need not be UTF-8.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use bytes::{BufMut, BytesMut};
 
@@ -57,14 +57,6 @@ impl Params {
         });
     }
 
-    /// Appends a pair whose value is `value` formatted (a number, an address), without allocating for it.
-    pub fn push_display(&mut self, name: impl AsRef<[u8]>, value: impl fmt::Display) {
-        let mut scratch = Scratch::default();
-        // Writing to a Scratch cannot fail (it spills to the heap when full).
-        let _ = write!(scratch, "{value}");
-        self.push(name, scratch.as_bytes());
-    }
-
     /// Appends a pair that `write` puts together in place: it must append exactly `name_len` bytes of name
     /// then `value_len` bytes of value (both at most 2^31-1). For a name or value made of pieces, which would
     /// otherwise be built first and copied.
@@ -91,6 +83,7 @@ impl Params {
         self.count += 1;
     }
 
+    #[cfg(test)]
     /// The value of the last pair called `name`: the one the application sees.
     pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
         let name = name.as_ref();
@@ -100,6 +93,11 @@ impl Params {
             .map(|(_, v)| v)
     }
 
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.count
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let mut rest = self.wire.as_slice();
         // The pairs were encoded here, so they read back whole: the iteration ends where the bytes do.
@@ -107,14 +105,6 @@ impl Params {
             true => None,
             false => take_pair(&mut rest).ok(),
         })
-    }
-
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
     }
 
     /// Appends the pairs, encoded, to `buf` (the content of a PARAMS stream, before cutting into records).
@@ -146,48 +136,6 @@ impl fmt::Debug for Params {
                     .map(|(n, v)| (String::from_utf8_lossy(n), String::from_utf8_lossy(v))),
             )
             .finish()
-    }
-}
-
-/// A formatted value on the stack when it is short, as numbers and addresses are.
-struct Scratch {
-    short: [u8; 64],
-    len: usize,
-    long: Option<String>,
-}
-
-impl Default for Scratch {
-    fn default() -> Self {
-        Scratch {
-            short: [0; 64],
-            len: 0,
-            long: None,
-        }
-    }
-}
-
-impl Scratch {
-    fn as_bytes(&self) -> &[u8] {
-        match &self.long {
-            Some(s) => s.as_bytes(),
-            None => &self.short[..self.len],
-        }
-    }
-}
-
-impl fmt::Write for Scratch {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        if let Some(long) = &mut self.long {
-            long.push_str(s);
-        } else if let Some(room) = self.short.get_mut(self.len..self.len + s.len()) {
-            room.copy_from_slice(s.as_bytes());
-            self.len += s.len();
-        } else {
-            let mut long = String::from_utf8_lossy(&self.short[..self.len]).into_owned();
-            long.push_str(s);
-            self.long = Some(long);
-        }
-        Ok(())
     }
 }
 
@@ -282,13 +230,12 @@ mod tests {
     }
 
     #[test]
-    fn formatted_and_pieced_values_encode_like_plain_ones() {
+    fn pieced_values_encode_like_plain_ones() {
         let long = "x".repeat(100);
         let mut p = Params::new();
-        p.push_display("PORT", 8080u16);
-        p.push_display("ADDR", "2001:db8::1".parse::<std::net::IpAddr>().unwrap());
-        // Longer than the stack scratch: spills to the heap, same bytes.
-        p.push_display("LONG", format_args!("{long}{long}"));
+        p.push("PORT", "8080");
+        p.push("ADDR", "2001:db8::1");
+        p.push("LONG", long.repeat(2));
         p.push_with(4, 6, |w| w.extend_from_slice(b"NAMEval-ue"));
         let plain = Params::from_iter([
             ("PORT", "8080"),

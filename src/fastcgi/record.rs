@@ -69,9 +69,8 @@ impl RecordType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u16)]
 pub enum Role {
+    /// The only role rein asks for (Authorizer and Filter are never used).
     Responder = 1,
-    Authorizer = 2,
-    Filter = 3,
 }
 
 /// How the application ended a request (END_REQUEST's `protocolStatus`).
@@ -334,6 +333,7 @@ impl Decoder {
         Decoder::default()
     }
 
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }

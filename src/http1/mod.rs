@@ -7,12 +7,12 @@
 //! however often it is tried, and an idle connection is a socket. Parsing stays with `httparse`, hyper's
 //! parser; the framing rules are RFC 9112's.
 
-mod chunked;
+pub(crate) mod chunked;
 mod client;
-mod head;
+pub(crate) mod head;
 
 #[cfg(test)]
 mod fuzz_tests;
 
-pub use client::{Conn, Error, ResponseBody, SendError, Upgraded, connect};
-pub use head::{HeadError, HeadWriter, RequestHead, connection_lists};
+pub use client::{Conn, ResponseBody, Upgraded, connect};
+pub use head::{HeadWriter, RequestHead, connection_lists};

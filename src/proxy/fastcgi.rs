@@ -136,7 +136,7 @@ async fn attempt(
     let pooled = server
         .fcgi
         .take(timeouts.idle)
-        .and_then(|c| c.to_this_worker().ok());
+        .and_then(|c| c.into_this_worker().ok());
     let (conn, waiting) = match pooled {
         Some(conn) => (conn, None),
         None => {

@@ -75,6 +75,7 @@ impl Match {
     }
 
     /// A `Match` with no conditions, as a step without `match` has.
+    #[cfg(test)]
     pub fn always() -> Self {
         Match::default()
     }

@@ -33,10 +33,6 @@ impl Counters {
         self.busy.fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub fn open_connections(&self) -> u64 {
-        self.open.load(Ordering::Relaxed)
-    }
-
     /// Unit's `/status` shape: `active` connections are handling a request, `idle` ones wait for the next;
     /// `refused` (rein's) were closed on arrival for a connection limit.
     pub fn to_json(&self, refused: u64) -> Value {

@@ -19,13 +19,13 @@
 //! - An unexpected I/O error (EIO, EMFILE, ...) is a final 500, not a fallback.
 
 mod cache;
-mod conditional;
+pub(crate) mod conditional;
 mod confine;
 mod encoding;
 mod lookup;
 pub mod mime;
 mod multipart;
-mod range;
+pub(crate) mod range;
 mod resolve;
 mod response;
 mod stream;

@@ -73,10 +73,6 @@ impl LogFile {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends `data`, rotating first whenever it would not fit. `data` is split at its last newline that
     /// fits, so lines that arrive whole stay whole (unless one line alone is longer than `max_bytes`); a line
     /// the pipe delivered in pieces may straddle two files.

@@ -175,6 +175,10 @@ pub struct Spawned {
     pub child: tokio::process::Child,
     /// The stdout and stderr pumps; each ends (with the bytes copied) when every holder of that pipe — the
     /// process and any grandchildren — has exited or closed it.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the pump runs detached; the tests wait for it")
+    )]
     pub stdout: JoinHandle<io::Result<u64>>,
     pub stderr: JoinHandle<io::Result<u64>>,
     /// The last lines the process wrote to its stderr (empty when it is discarded).

@@ -100,10 +100,6 @@ impl Bundle {
         &self.pem
     }
 
-    pub fn names(&self) -> &[String] {
-        &self.names
-    }
-
     /// When the leaf's validity starts, in seconds since the epoch.
     pub fn not_before(&self) -> i64 {
         self.not_before

@@ -34,10 +34,6 @@ impl Certificates {
         self.bundles.contains_key(name)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Arc<Bundle>)> {
-        self.bundles.iter()
-    }
-
     /// This store with `bundle` under `name`, replacing any bundle of that name.
     pub fn with(&self, name: &str, bundle: Arc<Bundle>) -> Certificates {
         let mut next = self.clone();

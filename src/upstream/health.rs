@@ -190,6 +190,7 @@ impl Health {
     }
 
     /// Failed requests since the last succeeded one.
+    #[cfg(test)]
     pub fn consecutive_failures(&self) -> u32 {
         self.failures
     }

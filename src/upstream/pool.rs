@@ -63,7 +63,7 @@ impl<C> Pool<C> {
 
     /// One list for all workers. For FastCGI: PHP-FPM gives each connection a worker of its own, so
     /// connections are few, and one idle on another thread is worth moving (see
-    /// [`crate::fastcgi::Conn::to_this_worker`]) rather than dialling a new one.
+    /// [`crate::fastcgi::Conn::into_this_worker`]) rather than dialling a new one.
     pub fn shared() -> Self {
         Self::with_shards(1)
     }

@@ -102,14 +102,6 @@ impl Io {
         Ok(Io { sock, ..self })
     }
 
-    pub fn sock(&self) -> SockRef<'_> {
-        match &self.sock {
-            Sock::Tcp(s) => SockRef::from(s),
-            Sock::Unix(s) => SockRef::from(s),
-            Sock::Tls(s) => SockRef::from(s.get_ref().0),
-        }
-    }
-
     /// A segment that carries data carries the ACK of what arrived before it.
     fn sent(&mut self, polled: &Poll<io::Result<usize>>) {
         if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {

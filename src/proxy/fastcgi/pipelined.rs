@@ -51,7 +51,7 @@ pub(super) async fn attempt(
         tokio::pin!(changed);
         changed.as_mut().enable();
         let idle = server.fcgi.take(timeouts.idle);
-        if let Some(conn) = idle.and_then(|c| c.to_this_worker().ok()) {
+        if let Some(conn) = idle.and_then(|c| c.into_this_worker().ok()) {
             return send(conn, true, slot, params, body, upstream).await;
         }
         if let Some(counted) = seats.reserve(max) {
