@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::config::AcmeConf;
 use crate::config::{ConfigError, JsonPath};
-use crate::tls::{Bundle, Certificates};
+use crate::tls::{Bundle, BundleError, Certificates};
 
 /// Stand-ins kept at most; past this (names changed that many times) the cache starts over.
 const MAX_KEPT: usize = 256;
@@ -35,7 +35,7 @@ pub fn fill(
 }
 
 /// The stand-in for `names`, made on first use.
-fn stand_in(names: &[String]) -> Result<Arc<Bundle>, String> {
+fn stand_in(names: &[String]) -> Result<Arc<Bundle>, PlaceholderError> {
     static KEPT: OnceLock<Mutex<BTreeMap<Vec<String>, Arc<Bundle>>>> = OnceLock::new();
     let kept = KEPT.get_or_init(Default::default);
     // A poisoned lock only means a panic elsewhere mid-insert; the map of finished bundles is still sound.
@@ -51,17 +51,26 @@ fn stand_in(names: &[String]) -> Result<Arc<Bundle>, String> {
     Ok(bundle)
 }
 
-fn self_signed(names: &[String]) -> Result<Bundle, String> {
-    let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
-    let mut params = rcgen::CertificateParams::new(names.to_vec()).map_err(|e| e.to_string())?;
+/// Why a stand-in could not be made.
+#[derive(Debug, thiserror::Error)]
+enum PlaceholderError {
+    #[error(transparent)]
+    Generate(#[from] rcgen::Error),
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+}
+
+fn self_signed(names: &[String]) -> Result<Bundle, PlaceholderError> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(names.to_vec())?;
     params.distinguished_name = rcgen::DistinguishedName::new();
     params.distinguished_name.push(
         rcgen::DnType::CommonName,
         "rein placeholder: ACME certificate not issued yet",
     );
-    let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
+    let cert = params.self_signed(&key)?;
     let pem = format!("{}{}", cert.pem(), key.serialize_pem());
-    Bundle::parse(pem.as_bytes(), None).map_err(|e| e.to_string())
+    Ok(Bundle::parse(pem.as_bytes(), None)?)
 }
 
 #[cfg(test)]

@@ -14,6 +14,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+mod error;
+
+use error::{ConfigFileError, RunError};
+
 use super::signals::{Asked, Signals};
 use super::{RunArgs, exit};
 use crate::config::default_document;
@@ -60,42 +64,47 @@ pub fn run(args: RunArgs) -> ExitCode {
             .build()
     }) {
         Ok(r) => r,
-        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+        Err(e) => return fail(RunError::Runtime(e)),
     };
     match runtime.block_on(serve(args, own_log)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => fail(message),
+        Err(e) => fail(e),
     }
 }
 
-fn fail(message: String) -> ExitCode {
-    tracing::error!("{message}");
-    eprintln!("rein: {message}");
+fn fail(error: RunError) -> ExitCode {
+    tracing::error!("{error}");
+    eprintln!("rein: {error}");
     ExitCode::from(exit::FAILED)
 }
 
-async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), String> {
-    let signals = Signals::install()?;
+async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunError> {
+    let signals = Signals::install().map_err(RunError::Signals)?;
     let state_dir = args.control.state_dir();
-    let state = StateDir::open(&state_dir).map_err(|e| {
-        format!(
-            "cannot use the state directory {}: {e}",
-            state_dir.display()
-        )
+    let state = StateDir::open(&state_dir).map_err(|source| RunError::StateDir {
+        path: state_dir.clone(),
+        source,
     })?;
     let doc = initial_document(args.config.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
-        .map_err(|e| format!("cannot listen for the control API on {control_addr}: {e}"))?;
+        .map_err(|source| RunError::Control {
+            addr: control_addr.clone(),
+            source,
+        })?;
     let supervisor = Supervisor::new(&state_dir, default_user(&args.user)?);
     let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
         .await
-        .map_err(|e| format!("cannot start with this configuration: {e}"))?;
+        .map_err(RunError::Start)?;
     let engine = Arc::new(engine);
     if let Some(pid) = &args.pid {
-        std::fs::write(pid, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("cannot write the pid file {}: {e}", pid.display()))?;
+        std::fs::write(pid, format!("{}\n", std::process::id())).map_err(|source| {
+            RunError::PidFile {
+                path: pid.clone(),
+                source,
+            }
+        })?;
     }
     let stop = CancellationToken::new();
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
@@ -116,14 +125,15 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), String>
 
 /// Who an application without `user` runs as: `--user` when rein is root (never root by default, as in Unit);
 /// otherwise rein's own user, the only one it can run them as.
-fn default_user(user: &str) -> Result<Option<String>, String> {
+fn default_user(user: &str) -> Result<Option<String>, RunError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
+    let name = user.to_owned();
     match nix::unistd::User::from_name(user) {
-        Ok(Some(_)) => Ok(Some(user.to_owned())),
-        Ok(None) => Err(format!("--user {user:?}: no such user")),
-        Err(e) => Err(format!("--user {user:?}: {e}")),
+        Ok(Some(_)) => Ok(Some(name)),
+        Ok(None) => Err(RunError::NoSuchUser { name }),
+        Err(source) => Err(RunError::UserLookup { name, source }),
     }
 }
 
@@ -144,28 +154,31 @@ async fn stop_within(engine: &Engine, timeout: Duration) {
 }
 
 /// `--config` wins; else the saved configuration; else the embedded default.
-fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, String> {
+fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, RunError> {
     if let Some(path) = config {
-        return read_config(path);
+        return Ok(read_config(path)?);
     }
-    match state.load().map_err(|e| e.to_string())? {
+    match state.load()? {
         Some(doc) => {
             tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
             Ok(doc)
         }
-        None => default_document(state.path()).map_err(|e| {
-            format!(
-                "cannot write the welcome page into {}: {e}",
-                state.path().display()
-            )
+        None => default_document(state.path()).map_err(|source| RunError::Welcome {
+            path: state.path().to_owned(),
+            source,
         }),
     }
 }
 
-fn read_config(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    crate::config::text::parse(&text)
-        .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+fn read_config(path: &Path) -> Result<Value, ConfigFileError> {
+    let text = std::fs::read(path).map_err(|source| ConfigFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    crate::config::text::parse(&text).map_err(|source| ConfigFileError::Json {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Serves signals until one asks to stop: SIGHUP reloads `--config`, SIGUSR1 reopens the logs.

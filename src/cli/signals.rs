@@ -45,8 +45,8 @@ const OUTLIVED: [(&str, libc::c_int); 8] = [
 
 impl Signals {
     /// Installs the handlers; must run inside the runtime that will serve them.
-    pub(super) fn install() -> Result<Signals, String> {
-        let sig = |kind| signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"));
+    pub(super) fn install() -> std::io::Result<Signals> {
+        let sig = signal;
         for (name, number) in OUTLIVED {
             let mut outlived = sig(SignalKind::from_raw(number))?;
             tokio::spawn(async move {

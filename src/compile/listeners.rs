@@ -59,7 +59,7 @@ pub fn compile(
     let mut seen: BTreeMap<ListenAddr, String> = BTreeMap::new();
     for (name, listener) in object(v, path)? {
         let lpath = path.key(name);
-        let addr = parse_addr(name).map_err(|m| lpath.error(m))?;
+        let addr = parse_addr(name, &lpath)?;
         if let Some(other) = seen.insert(addr.clone(), name.clone()) {
             return Err(lpath.error(format!("the same address as listener \"{other}\"")));
         }
@@ -149,14 +149,18 @@ fn listener_pass(
     Ok((Pass::Fixed(target), "application"))
 }
 
-/// Parses a listener key as Unit writes it; `*` means every IPv4 address.
-pub fn parse_addr(name: &str) -> Result<ListenAddr, String> {
+/// Parses a listener key as Unit writes it; `*` means every IPv4 address. `at` is the listener's path.
+fn parse_addr(name: &str, at: &JsonPath) -> Result<ListenAddr, ConfigError> {
+    let bad_addr = || {
+        at.error(
+            "not a listener address; expected \"*:PORT\", \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\"",
+        )
+    };
     if let Some(path) = name.strip_prefix("unix:") {
         if !path.starts_with('/') {
-            return Err(
-                "a Unix socket listener needs an absolute path, as in \"unix:/run/app.sock\""
-                    .into(),
-            );
+            return Err(at.error(
+                "a Unix socket listener needs an absolute path, as in \"unix:/run/app.sock\"",
+            ));
         }
         return Ok(ListenAddr::Unix(PathBuf::from(path)));
     }
@@ -170,11 +174,6 @@ pub fn parse_addr(name: &str) -> Result<ListenAddr, String> {
     name.parse::<SocketAddr>()
         .map(ListenAddr::Tcp)
         .map_err(|_| bad_addr())
-}
-
-fn bad_addr() -> String {
-    "not a listener address; expected \"*:PORT\", \"IP:PORT\", \"[IPv6]:PORT\" or \"unix:/PATH\""
-        .into()
 }
 
 /// Unit's `client_ip` listener option from before 1.28, which Unit still takes: `{"header", "source",

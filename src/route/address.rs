@@ -116,7 +116,24 @@ impl AddrPattern {
     }
 }
 
-fn parse(text: &str) -> Result<AddrPattern, String> {
+/// Why an address pattern (without its `!`) is not one.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum PatternError {
+    #[error("unclosed \"[\"")]
+    UnclosedBracket,
+    #[error("{0:?} is not an IP address")]
+    NotAnAddress(String),
+    #[error("the range starts after it ends")]
+    ReversedRange,
+    #[error("{prefix:?} is not a CIDR prefix length (0-{bits})")]
+    NotAPrefix { prefix: String, bits: u32 },
+    #[error("{0:?} is not a port number (0-65535)")]
+    NotAPort(String),
+    #[error("the port range starts after it ends")]
+    ReversedPorts,
+}
+
+fn parse(text: &str) -> Result<AddrPattern, PatternError> {
     const ALL_PORTS: RangeInclusive<u16> = 0..=u16::MAX;
     if text == "unix" {
         return Ok(AddrPattern {
@@ -144,14 +161,14 @@ fn parse(text: &str) -> Result<AddrPattern, String> {
 }
 
 /// Separates the port part: after `]:` for bracketed IPv6, after the single `:` for IPv4; bare IPv6 has none.
-fn split_port(text: &str) -> Result<(&str, Option<&str>), String> {
+fn split_port(text: &str) -> Result<(&str, Option<&str>), PatternError> {
     if let Some(inner) = text.strip_prefix('[') {
         return match inner.rsplit_once("]:") {
             Some((addr, port)) => Ok((addr, Some(port))),
             None => inner
                 .strip_suffix(']')
                 .map(|addr| (addr, None))
-                .ok_or_else(|| "unclosed \"[\"".to_owned()),
+                .ok_or(PatternError::UnclosedBracket),
         };
     }
     match text.matches(':').count() {
@@ -164,29 +181,33 @@ fn split_port(text: &str) -> Result<(&str, Option<&str>), String> {
 }
 
 /// An address, `start-end` range or CIDR block as an inclusive range of integers.
-fn parse_range<A, N>(text: &str, bits: u32) -> Result<RangeInclusive<N>, String>
+fn parse_range<A, N>(text: &str, bits: u32) -> Result<RangeInclusive<N>, PatternError>
 where
     A: std::str::FromStr + Into<N>,
     N: Copy + Ord + Cidr,
 {
-    let ip = |s: &str| -> Result<N, String> {
+    let ip = |s: &str| -> Result<N, PatternError> {
         s.parse::<A>()
             .map(Into::into)
-            .map_err(|_| format!("{s:?} is not an IP address"))
+            .map_err(|_| PatternError::NotAnAddress(s.to_owned()))
     };
     if let Some((start, end)) = text.split_once('-') {
         let (start, end) = (ip(start)?, ip(end)?);
         if start > end {
-            return Err("the range starts after it ends".to_owned());
+            return Err(PatternError::ReversedRange);
         }
         return Ok(start..=end);
     }
     if let Some((base, prefix)) = text.split_once('/') {
-        let prefix: u32 = prefix
-            .parse()
-            .ok()
-            .filter(|&p| p <= bits)
-            .ok_or_else(|| format!("{prefix:?} is not a CIDR prefix length (0-{bits})"))?;
+        let prefix: u32 =
+            prefix
+                .parse()
+                .ok()
+                .filter(|&p| p <= bits)
+                .ok_or_else(|| PatternError::NotAPrefix {
+                    prefix: prefix.to_owned(),
+                    bits,
+                })?;
         return Ok(N::block(ip(base)?, bits - prefix));
     }
     let single = ip(text)?;
@@ -212,16 +233,16 @@ impl Cidr for u128 {
     }
 }
 
-fn parse_ports(text: &str) -> Result<RangeInclusive<u16>, String> {
-    let port = |s: &str| -> Result<u16, String> {
+fn parse_ports(text: &str) -> Result<RangeInclusive<u16>, PatternError> {
+    let port = |s: &str| -> Result<u16, PatternError> {
         s.parse::<u16>()
-            .map_err(|_| format!("{s:?} is not a port number (0-65535)"))
+            .map_err(|_| PatternError::NotAPort(s.to_owned()))
     };
     match text.split_once('-') {
         Some((start, end)) => {
             let (start, end) = (port(start)?, port(end)?);
             if start > end {
-                return Err("the port range starts after it ends".to_owned());
+                return Err(PatternError::ReversedPorts);
             }
             Ok(start..=end)
         }

@@ -6,12 +6,12 @@ use serde_json::{Value, json};
 use super::*;
 
 /// An external app with `extra` merged in, compiled as `applications/app`.
-fn compiled(extra: Value) -> Result<AppConf, String> {
+fn compiled(extra: Value) -> Result<AppConf, ConfigError> {
     let mut v = json!({"type": "external", "executable": "/bin/true"});
     v.as_object_mut()
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
-    compile(&v, &JsonPath::root().key("applications").key("app")).map_err(|e| e.to_string())
+    compile(&v, &JsonPath::root().key("applications").key("app"))
 }
 
 fn ok(extra: Value) -> AppConf {
@@ -197,9 +197,10 @@ fn bad_values_are_refused_with_their_json_path() {
         (json!({"arguments": {"a": 1}}), "arguments"),
     ] {
         let err = compiled(extra.clone()).expect_err(&format!("{extra} accepted"));
-        assert!(
-            err.starts_with(&format!("applications/app/{at}: ")),
-            "{extra}: {err:?} should name applications/app/{at}"
+        assert_eq!(
+            err.path.as_str(),
+            format!("applications/app/{at}"),
+            "{extra}: {err}"
         );
     }
 }

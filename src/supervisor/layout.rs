@@ -19,7 +19,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::unistd::{Gid, Group, Uid, User};
 
@@ -97,22 +97,82 @@ pub fn permits(meta: &std::fs::Metadata, uid: Uid, groups: &[Gid], bit: u32) -> 
     }
 }
 
+/// A file's mode and owner, as a refusal to use it shows them: `mode 700 (owner 0:0)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Owner {
+    pub fn of(meta: &std::fs::Metadata) -> Owner {
+        Owner {
+            mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+        }
+    }
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mode {:o} (owner {}:{})", self.mode, self.uid, self.gid)
+    }
+}
+
+/// Why a user cannot read a file ([`check_readable`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadableError {
+    #[error("no such user {0:?}")]
+    NoSuchUser(String),
+    #[error("no such group {0:?}")]
+    NoSuchGroup(String),
+    #[error("user {name:?}: {source}")]
+    UserLookup { name: String, source: nix::Error },
+    #[error("group {name:?}: {source}")]
+    GroupLookup { name: String, source: nix::Error },
+    #[error("{}: {source}", .path.display())]
+    Stat { path: PathBuf, source: io::Error },
+    /// `at` (the file, or a directory above it) stops the user.
+    #[error("user {user:?} cannot read {}: {} is {owner}", .file.display(), .at.display())]
+    Closed {
+        user: String,
+        file: PathBuf,
+        at: PathBuf,
+        owner: Owner,
+    },
+}
+
+impl ReadableError {
+    /// Whether the app's `group` is to blame (else its `user`, or the file's place).
+    pub fn is_about_the_group(&self) -> bool {
+        matches!(self, Self::NoSuchGroup(_) | Self::GroupLookup { .. })
+    }
+}
+
 /// Whether `user` (with primary group `group`, else its own, and its supplementary groups) can read the
 /// file `path`: every directory on the way traversable, the file readable. For rein's support files, which
 /// live in the state directory: a directory above it may be closed to the app's user (root's `~`, where the
-/// default state directory is). The message names the directory or file that stops it.
-pub fn check_readable(path: &Path, user: &str, group: Option<&str>) -> Result<(), String> {
+/// default state directory is). The error names the directory or file that stops it.
+pub fn check_readable(path: &Path, user: &str, group: Option<&str>) -> Result<(), ReadableError> {
     let u = User::from_name(user)
-        .map_err(|e| format!("user {user:?}: {e}"))?
-        .ok_or_else(|| format!("no such user {user:?}"))?;
+        .map_err(|source| ReadableError::UserLookup {
+            name: user.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| ReadableError::NoSuchUser(user.to_owned()))?;
     if u.uid.is_root() {
         return Ok(());
     }
     let gid = match group {
         Some(name) => {
             Group::from_name(name)
-                .map_err(|e| format!("group {name:?}: {e}"))?
-                .ok_or_else(|| format!("no such group {name:?}"))?
+                .map_err(|source| ReadableError::GroupLookup {
+                    name: name.to_owned(),
+                    source,
+                })?
+                .ok_or_else(|| ReadableError::NoSuchGroup(name.to_owned()))?
                 .gid
         }
         None => u.gid,
@@ -122,30 +182,33 @@ pub fn check_readable(path: &Path, user: &str, group: Option<&str>) -> Result<()
         .and_then(|c| nix::unistd::getgrouplist(&c, gid).ok())
         .unwrap_or_default();
     groups.push(gid);
-    let full = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let stop = |at: &Path, meta: &std::fs::Metadata| {
-        format!(
-            "user {user:?} cannot read {}: {} is mode {:o} (owner {}:{})",
-            full.display(),
-            at.display(),
-            meta.mode() & 0o7777,
-            meta.uid(),
-            meta.gid()
-        )
+    let full = std::fs::canonicalize(path).map_err(|e| stat_error(path, e))?;
+    let stop = |at: &Path, meta: &std::fs::Metadata| ReadableError::Closed {
+        user: user.to_owned(),
+        file: full.clone(),
+        at: at.to_owned(),
+        owner: Owner::of(meta),
     };
     let mut dirs: Vec<&Path> = full.ancestors().skip(1).collect();
     dirs.reverse();
     for dir in dirs {
-        let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let meta = std::fs::metadata(dir).map_err(|e| stat_error(dir, e))?;
         if !permits(&meta, u.uid, &groups, EXECUTE) {
             return Err(stop(dir, &meta));
         }
     }
-    let meta = std::fs::metadata(&full).map_err(|e| format!("{}: {e}", full.display()))?;
+    let meta = std::fs::metadata(&full).map_err(|e| stat_error(&full, e))?;
     if !permits(&meta, u.uid, &groups, READ) {
         return Err(stop(&full, &meta));
     }
     Ok(())
+}
+
+fn stat_error(path: &Path, source: io::Error) -> ReadableError {
+    ReadableError::Stat {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 #[cfg(test)]
@@ -181,17 +244,21 @@ mod tests {
         dir(&open, TRAVERSABLE).unwrap();
         let file = open.join("adapter.py");
         write_readable(&file, "").unwrap();
-        let err = check_readable(&file, "nobody", None).unwrap_err();
+        let err = check_readable(&file, "nobody", None)
+            .unwrap_err()
+            .to_string();
         let top = std::fs::canonicalize(closed.path()).unwrap();
         assert!(
             err.contains(&format!("{} is mode 700", top.display())),
             "{err}"
         );
         std::fs::set_permissions(closed.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        assert_eq!(check_readable(&file, "nobody", None), Ok(()));
+        assert!(check_readable(&file, "nobody", None).is_ok());
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let err = check_readable(&file, "nobody", None).unwrap_err();
+        let err = check_readable(&file, "nobody", None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("adapter.py is mode 600"), "{err}");
-        assert_eq!(check_readable(&file, "root", None), Ok(()));
+        assert!(check_readable(&file, "root", None).is_ok());
     }
 }

@@ -57,6 +57,22 @@ fn prepare(state_dir: &Path) -> std::io::Result<()> {
     layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)
 }
 
+/// Whether every path the app's `watch` names exists.
+fn check_watched(conf: &AppConf, at: &JsonPath) -> Result<(), ConfigError> {
+    match conf
+        .watch
+        .iter()
+        .flat_map(|w| &w.paths)
+        .find(|p| !p.exists())
+    {
+        Some(missing) => Err(at
+            .key("watch")
+            .key("paths")
+            .error(format!("{} does not exist", missing.display()))),
+        None => Ok(()),
+    }
+}
+
 /// What `/status` shows of an application, refreshed by its runner.
 #[derive(Default)]
 pub struct AppView {
@@ -123,27 +139,16 @@ impl Supervisor {
     }
 
     /// Checks what only the filesystem can tell: each executable exists and can be run, each watched path
-    /// exists, and a PHP app's `options.file` is a file.
+    /// exists, and a PHP app's `options.file` is a file. The error names the key to blame.
     pub fn validate(&self, apps: &BTreeMap<String, AppConf>) -> Result<(), ConfigError> {
         for (name, conf) in &self.with_default_user(apps) {
-            let app_path = JsonPath::root().key("applications").key(name);
-            if let Some(missing) = conf
-                .watch
-                .iter()
-                .flat_map(|w| &w.paths)
-                .find(|p| !p.exists())
-            {
-                let at = app_path.key("watch").key("paths");
-                return Err(at.error(format!("{} does not exist", missing.display())));
-            }
+            let at = JsonPath::root().key("applications").key(name);
+            check_watched(conf, &at)?;
             if let AppKind::Php(php) = &conf.kind {
-                php::check_files(conf, php)
-                    .map_err(|e| app_path.key("options").key("file").error(e))?;
+                php::check_files(conf, php, &at)?;
             }
-            self.check_support_files(conf)
-                .map_err(|e| app_path.key("user").error(e))?;
-            self.check_program(name, conf)
-                .map_err(|e| app_path.key(e.0).error(e.1))?;
+            self.check_support_files(conf, &at)?;
+            self.check_program(name, conf, &at)?;
         }
         Ok(())
     }
@@ -152,7 +157,7 @@ impl Supervisor {
     /// gives the app (the Node.js preload, the Python adapter): they live in the state directory, and a
     /// directory above it may be closed to that user. Checked before the program, whose own failure (a
     /// Python import check that cannot open the adapter) would blame another key.
-    fn check_support_files(&self, conf: &AppConf) -> Result<(), String> {
+    fn check_support_files(&self, conf: &AppConf, at: &JsonPath) -> Result<(), ConfigError> {
         let Some(user) = conf.user.as_deref() else {
             return Ok(());
         };
@@ -170,42 +175,49 @@ impl Supervisor {
         let Some(file) = file else {
             return Ok(());
         };
-        layout::check_readable(&file, user, conf.group.as_deref()).map_err(|e| {
-            format!(
+        layout::check_readable(&file, user, conf.group.as_deref()).map_err(|e| match &e {
+            e if e.is_about_the_group() => at.key("group").error(e.to_string()),
+            layout::ReadableError::Closed { .. } => at.key("user").error(format!(
                 "{e}; rein's support files are in its state directory (--state): give it one that user can reach"
-            )
+            )),
+            e => at.key("user").error(e.to_string()),
         })
     }
 
     /// Whether the app's program can start: the executable (PHP-FPM for PHP), and for Python apps, an import
-    /// of the app unless it runs unchanged already. The error names the key to blame.
-    fn check_program(&self, name: &str, conf: &AppConf) -> Result<(), (&'static str, String)> {
+    /// of the app unless it runs unchanged already.
+    fn check_program(&self, name: &str, conf: &AppConf, at: &JsonPath) -> Result<(), ConfigError> {
         let dir = conf.working_directory.as_deref();
         let user = conf.user.as_deref();
+        let executable = |program: &Path, key: &str| {
+            spawn::check_executable(program, dir, user).map_err(|e| {
+                let key = if e.is_about_the_user() { "user" } else { key };
+                at.key(key).error(e.to_string())
+            })
+        };
         match &conf.kind {
-            AppKind::External => spawn::check_executable(&conf.executable, dir, user)
-                .map(drop)
-                .map_err(|e| ("executable", e)),
+            AppKind::External => executable(&conf.executable, "executable").map(drop),
             AppKind::Php(_) => match php::find_fpm() {
-                Some(fpm) => spawn::check_executable(&fpm, dir, user)
-                    .map(drop)
-                    .map_err(|e| ("type", e)),
-                None => Err((
-                    "type",
-                    "PHP-FPM is not installed (Debian: apt-get install php-fpm)".to_owned(),
-                )),
+                Some(fpm) => executable(&fpm, "type").map(drop),
+                None => Err(at
+                    .key("type")
+                    .error(php::LaunchError::NotInstalled.to_string())),
             },
             AppKind::Python(py) => {
-                spawn::check_executable(&conf.executable, dir, user)
-                    .map_err(|e| (if py.home.is_some() { "home" } else { "type" }, e))?;
+                executable(
+                    &conf.executable,
+                    if py.home.is_some() { "home" } else { "type" },
+                )?;
                 if self.apps().get(name).is_some_and(|app| app.conf == *conf) {
                     return Ok(());
                 }
                 // Started as an instance would be (environment, user, group), on a socket it never uses.
                 let paths = self.paths(name);
                 let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
-                let spec = runner::spec(name, conf, &paths, socket).map_err(|e| ("type", e))?;
-                tokio::task::block_in_place(|| python::check(&spec)).map_err(|e| ("module", e))
+                let spec = runner::spec(name, conf, &paths, socket)
+                    .map_err(|e| at.key("type").error(e.to_string()))?;
+                tokio::task::block_in_place(|| python::check(&spec))
+                    .map_err(|e| at.key("module").error(e.to_string()))
             }
         }
     }

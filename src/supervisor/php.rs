@@ -50,10 +50,13 @@ impl PhpApp {
 }
 
 /// Checks what only the filesystem can tell: the `options.file` php.ini is a file. PHP-FPM given a `-c` that
-/// names nothing runs silently with no php.ini at all, not even the system's.
-pub fn check_files(conf: &AppConf, app: &PhpApp) -> Result<(), String> {
+/// names nothing runs silently with no php.ini at all, not even the system's. `at` is the app's path.
+pub fn check_files(conf: &AppConf, app: &PhpApp, at: &JsonPath) -> Result<(), ConfigError> {
     match ini_file(conf, app) {
-        Some(ini) if !ini.is_file() => Err(format!("{} is not a file", ini.display())),
+        Some(ini) if !ini.is_file() => Err(at
+            .key("options")
+            .key("file")
+            .error(format!("{} is not a file", ini.display()))),
         _ => Ok(()),
     }
 }
@@ -158,6 +161,18 @@ pub fn find_fpm() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Why PHP-FPM cannot be started for an instance.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("PHP-FPM is not installed (Debian: apt-get install php-fpm)")]
+    NotInstalled,
+    #[error("cannot write its configuration {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// How PHP-FPM is started for one instance: the program, its arguments, and `FPM_SOCKETS`. Writes the
 /// instance's configuration next to its socket.
 pub fn launch(
@@ -166,13 +181,8 @@ pub fn launch(
     php: &PhpApp,
     socket: &AppSocket,
     dir: &Path,
-) -> std::io::Result<Launch> {
-    let fpm = find_fpm().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "PHP-FPM is not installed (Debian: apt-get install php-fpm)",
-        )
-    })?;
+) -> Result<Launch, LaunchError> {
+    let fpm = find_fpm().ok_or(LaunchError::NotInstalled)?;
     let listen = match socket {
         // A placeholder: PHP-FPM removes its socket file when it exits, and the real one outlives it.
         AppSocket::Unix(_) => config_file(socket, dir)
@@ -182,7 +192,12 @@ pub fn launch(
         AppSocket::Tcp(addr) => addr.to_string(),
     };
     let file = config_file(socket, dir);
-    std::fs::write(&file, fpm_config(name, conf, php, &listen))?;
+    std::fs::write(&file, fpm_config(name, conf, php, &listen)).map_err(|source| {
+        LaunchError::Write {
+            path: file.clone(),
+            source,
+        }
+    })?;
     let mut args = vec![
         "--nodaemonize".to_owned(),
         "--fpm-config".to_owned(),

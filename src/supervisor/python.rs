@@ -213,10 +213,30 @@ fn is_identifier(s: &str) -> bool {
 /// How long `--check` may take (importing a large app is slow; a hung import is an error).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why the import check of a Python app failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot run {}: {source}", .program.display())]
+    Run {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot wait for the import check: {0}")]
+    Wait(std::io::Error),
+    #[error("importing the app took longer than {} s", CHECK_TIMEOUT.as_secs())]
+    Timeout,
+    /// What Python printed (the traceback).
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Imports the app in a throwaway process started as its instances are (`spec`, the instance's: the same clean
-/// environment, user, group and directory): `Err` holds what Python printed (the traceback).
-pub fn check(spec: &SpawnSpec) -> Result<(), String> {
-    let cannot = |e: std::io::Error| format!("cannot run {}: {e}", spec.executable.display());
+/// environment, user, group and directory).
+pub fn check(spec: &SpawnSpec) -> Result<(), ImportError> {
+    let cannot = |source: std::io::Error| ImportError::Run {
+        program: spec.executable.clone(),
+        source,
+    };
     let mut cmd = spawn::command_like(spec).map_err(cannot)?;
     cmd.arg("--check")
         .stdin(Stdio::null())
@@ -239,20 +259,17 @@ pub fn check(spec: &SpawnSpec) -> Result<(), String> {
     });
     let status = match exited.recv_timeout(CHECK_TIMEOUT) {
         Ok(Ok(status)) => status,
-        Ok(Err(e)) => return Err(format!("cannot wait for the import check: {e}")),
+        Ok(Err(e)) => return Err(ImportError::Wait(e)),
         Err(_) => {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             let _ = exited.recv();
-            return Err(format!(
-                "importing the app took longer than {} s",
-                CHECK_TIMEOUT.as_secs()
-            ));
+            return Err(ImportError::Timeout);
         }
     };
     let text = reader.join().unwrap_or_default();
     match status.success() {
         true => Ok(()),
-        false => Err(text.trim_end().to_owned()),
+        false => Err(ImportError::Failed(text.trim_end().to_owned())),
     }
 }
 
@@ -263,7 +280,7 @@ mod tests {
     use super::super::conf::{AppKind, compile};
     use super::*;
 
-    fn conf(extra: Value) -> Result<PythonApp, String> {
+    fn conf(extra: Value) -> Result<PythonApp, ConfigError> {
         let mut v = json!({"type": "python", "module": "app"});
         v.as_object_mut()
             .unwrap()
@@ -273,7 +290,7 @@ mod tests {
                 AppKind::Python(py) => Ok(py),
                 other => panic!("not Python: {other:?}"),
             },
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
 
@@ -289,7 +306,11 @@ mod tests {
         assert!(!none.contains("stack"), "{none}");
         for bad in [json!(1000), json!(40000), json!("1M"), json!(-4096)] {
             let err = conf(json!({"thread_stack_size": bad})).unwrap_err();
-            assert!(err.contains("applications/py/thread_stack_size"), "{err}");
+            assert_eq!(
+                err.path.as_str(),
+                "applications/py/thread_stack_size",
+                "{err}"
+            );
         }
     }
 }

@@ -252,19 +252,22 @@ impl Runner {
             Ok(pid) => Event::Spawned { id, pid },
             Err(error) => {
                 tracing::error!(app = %self.name, instance = id, generation, %error, "cannot start the application");
-                Event::SpawnFailed { id, error }
+                Event::SpawnFailed {
+                    id,
+                    error: error.to_string(),
+                }
             }
         };
         let _ = self.events.send(event);
     }
 
     /// Creates the instance's socket and process, and the tasks that watch them.
-    fn start_process(&mut self, id: InstanceId) -> Result<u32, String> {
-        let (socket, addr) = spawn::listen(self.conf.socket, &self.paths.sockets, id)
-            .map_err(|e| format!("cannot create the socket: {e}"))?;
+    fn start_process(&mut self, id: InstanceId) -> Result<u32, StartError> {
+        let (socket, addr) =
+            spawn::listen(self.conf.socket, &self.paths.sockets, id).map_err(StartError::Socket)?;
         let spec = self.spec(addr.clone())?;
-        let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(|e| e.to_string())?;
-        let pid = spawned.child.id().ok_or("the process exited at once")?;
+        let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(StartError::Spawn)?;
+        let pid = spawned.child.id().ok_or(StartError::ExitedAtOnce)?;
         super::leftovers::record(&self.paths.pids, pid);
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
         let cancel = CancellationToken::new();
@@ -290,7 +293,7 @@ impl Runner {
         Ok(pid)
     }
 
-    fn spec(&self, socket: AppSocket) -> Result<SpawnSpec, String> {
+    fn spec(&self, socket: AppSocket) -> Result<SpawnSpec, php::LaunchError> {
         spec(&self.name, &self.conf, &self.paths, socket)
     }
 
@@ -610,13 +613,26 @@ impl Runner {
     }
 }
 
+/// Why an instance could not be started; the state machine records it as the instance's failure.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error("cannot create the socket: {0}")]
+    Socket(std::io::Error),
+    #[error("cannot prepare PHP-FPM: {0}")]
+    Php(#[from] php::LaunchError),
+    #[error("{0}")]
+    Spawn(std::io::Error),
+    #[error("the process exited at once")]
+    ExitedAtOnce,
+}
+
 /// How an instance of application `name` starts: its program, arguments, environment, user and output.
 pub(super) fn spec(
     name: &str,
     c: &AppConf,
     paths: &Paths,
     socket: AppSocket,
-) -> Result<SpawnSpec, String> {
+) -> Result<SpawnSpec, php::LaunchError> {
     let Launch {
         program: executable,
         arguments,
@@ -627,8 +643,7 @@ pub(super) fn spec(
             arguments: c.arguments.clone(),
             environment: c.environment.clone(),
         },
-        AppKind::Php(php) => php::launch(name, c, php, &socket, &paths.sockets)
-            .map_err(|e| format!("cannot prepare PHP-FPM: {e}"))?,
+        AppKind::Php(php) => php::launch(name, c, php, &socket, &paths.sockets)?,
         AppKind::Python(py) => Launch {
             program: c.executable.clone(),
             arguments: py.arguments(&paths.python_adapter),

@@ -568,26 +568,65 @@ impl Spawner {
     }
 }
 
+/// Why an app's executable cannot be run, found at configuration time. Each names the path or the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutableError {
+    #[error("no such user {0:?}")]
+    NoSuchUser(String),
+    #[error("user {name:?}: {source}")]
+    UserLookup { name: String, source: nix::Error },
+    #[error("the executable is empty")]
+    Empty,
+    #[error("executable {:?} not found in PATH ({search})", .name.display().to_string())]
+    NotInPath { name: PathBuf, search: String },
+    #[error("executable {} does not exist", .0.display())]
+    Missing(PathBuf),
+    #[error("executable {}: {source}", .path.display())]
+    Unreadable { path: PathBuf, source: io::Error },
+    #[error("executable {} is a directory, not a program", .0.display())]
+    Directory(PathBuf),
+    #[error("executable {} is not a regular file", .0.display())]
+    NotRegular(PathBuf),
+    #[error("executable {} is not executable by {whom} ({owner})", .path.display())]
+    NotExecutable {
+        path: PathBuf,
+        /// `rein's user` or `user "NAME"`.
+        whom: String,
+        owner: layout::Owner,
+    },
+}
+
+impl ExecutableError {
+    /// Whether the app's `user` is to blame rather than the program.
+    pub fn is_about_the_user(&self) -> bool {
+        matches!(self, Self::NoSuchUser(_) | Self::UserLookup { .. })
+    }
+}
+
 /// Validates an app's executable at configuration time and returns the path that will be run: a bare name
 /// is searched in [`DEFAULT_PATH`]-style `PATH` (rein's), a relative path is taken from `working_directory`.
-/// It must exist, be a regular file and be executable by `user` (rein's user when `None`). Messages name
-/// the path.
+/// It must exist, be a regular file and be executable by `user` (rein's user when `None`).
 pub fn check_executable(
     path: &Path,
     working_directory: Option<&Path>,
     user: Option<&str>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, ExecutableError> {
     let who = match user {
         Some(name) => match User::from_name(name) {
             Ok(Some(u)) => Some(u),
-            Ok(None) => return Err(format!("no such user {name:?}")),
-            Err(e) => return Err(format!("user {name:?}: {e}")),
+            Ok(None) => return Err(ExecutableError::NoSuchUser(name.to_owned())),
+            Err(source) => {
+                return Err(ExecutableError::UserLookup {
+                    name: name.to_owned(),
+                    source,
+                });
+            }
         },
         None => None,
     };
     let bytes = path.as_os_str().as_bytes();
     if bytes.is_empty() {
-        return Err("the executable is empty".into());
+        return Err(ExecutableError::Empty);
     }
     if !bytes.contains(&b'/') {
         let search = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
@@ -600,12 +639,9 @@ pub fn check_executable(
                 Err(_) => {}
             }
         }
-        return Err(last.unwrap_or_else(|| {
-            format!(
-                "executable {:?} not found in PATH ({})",
-                path.display().to_string(),
-                search.to_string_lossy()
-            )
+        return Err(last.unwrap_or_else(|| ExecutableError::NotInPath {
+            name: path.to_owned(),
+            search: search.to_string_lossy().into_owned(),
         }));
     }
     let full = match working_directory {
@@ -615,22 +651,19 @@ pub fn check_executable(
     check_file(&full, who.as_ref()).map(|()| full)
 }
 
-fn check_file(path: &Path, user: Option<&User>) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => format!("executable {} does not exist", path.display()),
-        _ => format!("executable {}: {e}", path.display()),
+fn check_file(path: &Path, user: Option<&User>) -> Result<(), ExecutableError> {
+    let meta = std::fs::metadata(path).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => ExecutableError::Missing(path.to_owned()),
+        _ => ExecutableError::Unreadable {
+            path: path.to_owned(),
+            source,
+        },
     })?;
     if meta.is_dir() {
-        return Err(format!(
-            "executable {} is a directory, not a program",
-            path.display()
-        ));
+        return Err(ExecutableError::Directory(path.to_owned()));
     }
     if !meta.is_file() {
-        return Err(format!(
-            "executable {} is not a regular file",
-            path.display()
-        ));
+        return Err(ExecutableError::NotRegular(path.to_owned()));
     }
     let allowed = match user {
         Some(u) => {
@@ -643,17 +676,14 @@ fn check_file(path: &Path, user: Option<&User>) -> Result<(), String> {
         None => nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok(),
     };
     if !allowed {
-        let whom = user.map_or_else(
-            || "rein's user".to_owned(),
-            |u| format!("user {:?}", u.name),
-        );
-        return Err(format!(
-            "executable {} is not executable by {whom} (mode {:o}, owner {}:{})",
-            path.display(),
-            meta.mode() & 0o7777,
-            meta.uid(),
-            meta.gid()
-        ));
+        return Err(ExecutableError::NotExecutable {
+            path: path.to_owned(),
+            whom: user.map_or_else(
+                || "rein's user".to_owned(),
+                |u| format!("user {:?}", u.name),
+            ),
+            owner: layout::Owner::of(&meta),
+        });
     }
     Ok(())
 }

@@ -425,19 +425,25 @@ fn unknown_user_is_a_clear_error() {
 fn check_executable_messages() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
-    let err = check_executable(&missing, None, None).unwrap_err();
+    let err = check_executable(&missing, None, None)
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         format!("executable {} does not exist", missing.display())
     );
 
-    let err = check_executable(dir.path(), None, None).unwrap_err();
+    let err = check_executable(dir.path(), None, None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("is a directory"), "{err}");
 
     let script = dir.path().join("app.sh");
     std::fs::write(&script, "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let err = check_executable(&script, None, None).unwrap_err();
+    let err = check_executable(&script, None, None)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("is not executable by") && err.contains("mode 644"),
         "{err}"
@@ -452,7 +458,9 @@ fn check_executable_messages() {
     );
     // Owner-only: not executable by another user.
     if Uid::effective().is_root() && User::from_name("nobody").ok().flatten().is_some() {
-        let err = check_executable(&script, None, Some("nobody")).unwrap_err();
+        let err = check_executable(&script, None, Some("nobody"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not executable by user \"nobody\""), "{err}");
     }
     // Bare names are searched in PATH.
@@ -461,11 +469,22 @@ fn check_executable_messages() {
             .unwrap()
             .ends_with("sh")
     );
-    let err = check_executable(Path::new("no-such-program-rein"), None, None).unwrap_err();
+    let err = check_executable(Path::new("no-such-program-rein"), None, None)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("\"no-such-program-rein\" not found in PATH"),
         "{err}"
     );
+}
+
+#[test]
+fn an_unknown_user_blames_the_user_not_the_program() {
+    let err = check_executable(Path::new("sh"), None, Some("no-such-user-rein")).unwrap_err();
+    assert!(err.is_about_the_user(), "{err}");
+    assert_eq!(err.to_string(), "no such user \"no-such-user-rein\"");
+    let err = check_executable(Path::new("no-such-program-rein"), None, None).unwrap_err();
+    assert!(!err.is_about_the_user(), "{err}");
 }
 
 #[test]

@@ -29,7 +29,7 @@ pub enum BundleError {
     #[error("more than one private key in the bundle")]
     SeveralKeys,
     #[error("the certificate does not parse: {0}")]
-    Certificate(String),
+    Certificate(#[from] describe::CertificateError),
     #[error("the private key is not usable: {0}")]
     Key(String),
     #[error("the private key does not match the certificate")]
@@ -57,7 +57,7 @@ impl Bundle {
     /// Parses and checks `pem`; with `now` (seconds since the epoch), also that the leaf is valid then.
     pub fn parse(pem: &[u8], now: Option<i64>) -> Result<Bundle, BundleError> {
         let (chain, key) = split(pem)?;
-        let leaf = describe::Leaf::read(&chain[0]).map_err(BundleError::Certificate)?;
+        let leaf = describe::Leaf::read(&chain[0])?;
         if let Some(now) = now {
             if now > leaf.not_after {
                 return Err(BundleError::Expired(describe::date(leaf.not_after)));

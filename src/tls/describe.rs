@@ -12,6 +12,9 @@ use x509_parser::prelude::FromDer;
 use x509_parser::public_key::PublicKey;
 use x509_parser::x509::X509Name;
 
+/// Why a certificate's DER does not parse.
+pub type CertificateError = x509_parser::nom::Err<x509_parser::error::X509Error>;
+
 /// What SNI and the validity check need of the leaf.
 pub struct Leaf {
     pub names: Vec<String>,
@@ -20,8 +23,8 @@ pub struct Leaf {
 }
 
 impl Leaf {
-    pub fn read(der: &CertificateDer<'_>) -> Result<Leaf, String> {
-        let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+    pub fn read(der: &CertificateDer<'_>) -> Result<Leaf, CertificateError> {
+        let (_, cert) = X509Certificate::from_der(der)?;
         let mut names: Vec<String> = dns_names(&cert).map(str::to_ascii_lowercase).collect();
         if names.is_empty() {
             names = first(&cert.subject().iter_common_name().collect::<Vec<_>>())

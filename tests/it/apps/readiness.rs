@@ -122,6 +122,25 @@ fn an_app_with_a_missing_executable_is_refused_and_nothing_changes() {
     assert_eq!(get(addr, "/").status, 200);
 }
 
+#[test]
+fn an_app_whose_user_does_not_exist_is_refused_naming_the_user() {
+    let rein = Rein::start();
+    let (_, before) = rein.api("GET", "/config", None);
+    let ghost = app("/bin/sh", &[], json!({"user": "no-such-user-rein"}));
+    let (code, body) = rein.api(
+        "PUT",
+        "/config/applications",
+        Some(&json!({ "ghost": ghost }).to_string()),
+    );
+    assert_eq!(code, 400, "{body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("applications/ghost/user: ") && detail.contains("no-such-user-rein"),
+        "the error names the user, not the program: {body}"
+    );
+    assert_eq!(rein.api("GET", "/config", None).1, before);
+}
+
 /// `readiness.http` asks its own path: an app that serves `/` but answers 503 on `/health` stays starting,
 /// with no request let through, until `/health` answers below 500.
 #[test]
