@@ -58,6 +58,11 @@ impl Forwarded {
     }
 
     /// Rewrites the request's client address and scheme when its peer is a trusted proxy.
+    /// Whether `peer` is one of the trusted proxies.
+    pub fn trusts(&self, peer: SocketAddr) -> bool {
+        self.source.matches(Some(peer))
+    }
+
     pub fn apply(&self, req: &mut RequestInfo) {
         if !self.source.matches(req.remote) {
             return;

@@ -216,7 +216,7 @@ impl Default for HttpSettings {
             max_body_size: 8 * 1024 * 1024,
             body_min_rate: 256,
             max_connections: 100_000,
-            max_connections_per_client: 256,
+            max_connections_per_client: 1024,
             large_header_buffer_size: 8192,
             large_header_buffers: 4,
             body_buffer_size: 16 * 1024,

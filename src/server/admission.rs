@@ -1,15 +1,17 @@
 //! Which connections are let in: at most `settings.http.max_connections` open at once over every listener, and
 //! at most `max_connections_per_client` from one client address, so one client cannot take every descriptor
-//! (and, with each unfinished request head bounded, the memory those heads hold is bounded too). A connection
+//! (and, with each unfinished request head bounded, the memory those heads hold is bounded too). A proxy the
+//! listener trusts through `forwarded` is not one client, and is not held to the per-client limit. A connection
 //! over a limit is closed as soon as it is accepted, which keeps the listen queue moving; it is counted in
 //! `/status` as `refused` and logged, at most once per 10 s.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Shared;
+use crate::snapshot::ListenAddr;
 
 #[derive(Debug, Default)]
 pub struct Admission {
@@ -42,12 +44,25 @@ impl Admission {
     }
 }
 
-/// Lets a connection from `client` in, if the limits of the current settings allow it.
-pub fn admit(shared: &Arc<Shared>, client: Option<IpAddr>) -> Result<Admitted, Refused> {
-    let (max, per_client) = {
+/// Lets a connection from `peer` on `listener` in, if the limits of the current settings allow it. A peer the
+/// listener's `forwarded` trusts is a proxy carrying many clients: it is not held to the per-client limit.
+pub fn admit(
+    shared: &Arc<Shared>,
+    listener: &ListenAddr,
+    peer: Option<SocketAddr>,
+) -> Result<Admitted, Refused> {
+    let (max, per_client, client) = {
         let current = shared.current.load();
         let s = &current.snapshot.settings;
-        (s.max_connections, s.max_connections_per_client)
+        let trusted = current
+            .snapshot
+            .listeners
+            .get(listener)
+            .and_then(|l| l.forwarded.as_ref())
+            .zip(peer)
+            .is_some_and(|(f, p)| f.trusts(p));
+        let client = peer.map(|p| p.ip()).filter(|_| !trusted);
+        (s.max_connections, s.max_connections_per_client, client)
     };
     let admission = &shared.admission;
     if admission.open.fetch_add(1, Ordering::AcqRel) >= max {

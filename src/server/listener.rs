@@ -124,7 +124,7 @@ pub async fn accept_loop(
         };
         match accepted {
             Ok((io, peer)) => {
-                let admitted = match admission::admit(&shared, peer.remote.map(|r| r.ip())) {
+                let admitted = match admission::admit(&shared, &addr, peer.remote) {
                     Ok(a) => a,
                     Err(why) => {
                         crate::log_limit::warn_limited!(listener = %addr, remote = ?peer.remote, ?why, "connection refused: over a connection limit");
