@@ -558,4 +558,15 @@ fn one_client_cannot_hold_more_than_its_share_of_connections() {
     );
     drop(held);
     crate::harness::wait_for("a connection let in again", || let_in(addr).1);
+
+    // A proxy the listener trusts carries many clients: it is not held to the per-client limit.
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "forwarded": {
+            "client_ip": "X-Forwarded-For", "source": "127.0.0.1"}}},
+        "routes": [{"action": {"return": 200}}],
+        "settings": {"http": {"max_connections_per_client": 3}},
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    let held: Vec<Conn> = (0..6).map(|_| let_in(addr).0.expect("let in")).collect();
+    drop(held);
 }
