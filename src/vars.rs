@@ -17,6 +17,8 @@ use crate::route::fields;
 use crate::route::matcher::normalized_host;
 
 mod format;
+
+pub(crate) use format::civil_from_days;
 use format::{clf_time, log_escape_into, request_id, seconds_millis, version_name};
 
 /// What variables are evaluated against: the request, and the response once there is one.

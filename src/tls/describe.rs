@@ -138,9 +138,10 @@ pub fn date(unix: i64) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    // Certificates dated before 1970 are written as 1970: no CA issues them.
+    let unix = unix.max(0) as u64;
+    let (y, m, d) = crate::vars::civil_from_days(unix / 86_400);
+    let secs = unix % 86_400;
     format!(
         "{} {:>2} {:02}:{:02}:{:02} {} GMT",
         MONTHS[(m - 1) as usize],
@@ -150,20 +151,6 @@ pub fn date(unix: i64) -> String {
         secs % 60,
         y
     )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day): Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub(super) fn clf_time(t: SystemTime) -> String {
 }
 
 /// Days since 1970-01-01 to (year, month 1-12, day 1-31); Howard Hinnant's `civil_from_days`.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
+pub(crate) fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z % 146_097;
