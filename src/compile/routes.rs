@@ -10,7 +10,9 @@ use crate::config::walk::{boolean, integer, known_keys, object, string, strings,
 use crate::config::{ConfigError, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
-use crate::snapshot::{Action, ActionKind, FastCgiServer, Pass, PassTarget, Route, Share, Step};
+use crate::snapshot::{
+    Action, ActionKind, FastCgiServer, Pass, PassTarget, ResponseHeader, Route, Share, Step,
+};
 use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
 
@@ -240,10 +242,7 @@ fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
     Ok(s.to_owned())
 }
 
-fn response_headers(
-    v: &Value,
-    path: &JsonPath,
-) -> Result<Vec<(HeaderName, Option<Template>)>, ConfigError> {
+fn response_headers(v: &Value, path: &JsonPath) -> Result<Vec<ResponseHeader>, ConfigError> {
     let mut out = Vec::new();
     for (name, value) in object(v, path)? {
         let hpath = path.key(name);
@@ -253,7 +252,11 @@ fn response_headers(
             Value::Null => None,
             other => Some(template(other, &hpath)?),
         };
-        out.push((header, value));
+        out.push(ResponseHeader {
+            name: header,
+            spelling: name.clone(),
+            value,
+        });
     }
     Ok(out)
 }

@@ -7,6 +7,8 @@ use std::mem::MaybeUninit;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
 
+use crate::field_case::{FieldCase, is_canonical};
+
 /// Most fields accepted in a response head (hyper's default too).
 const MAX_HEADERS: usize = 100;
 /// The longest response head accepted.
@@ -155,6 +157,8 @@ pub struct ResponseHead {
     pub framing: Framing,
     /// Whether the connection may carry another request once this body ends.
     pub keep_alive: bool,
+    /// The names not spelled in canonical case, as the server wrote them.
+    pub(crate) case: FieldCase,
 }
 
 /// Why a response head was refused.
@@ -224,12 +228,18 @@ pub fn parse_response(
             .collect();
         let head = buf.split_to(len).freeze();
         let mut headers = HeaderMap::with_capacity(spans.len());
+        let mut case = FieldCase::default();
         for &[name_at, name_end, value_at, value_end] in &spans {
             let name = &head[name_at..name_end];
             let field = || HeadError::Field(String::from_utf8_lossy(name).into_owned());
             let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_end))
                 .map_err(|_| field())?;
-            headers.append(HeaderName::from_bytes(name).map_err(|_| field())?, value);
+            let key = HeaderName::from_bytes(name).map_err(|_| field())?;
+            // The first spelling of a name is the one its fields keep.
+            if !is_canonical(name) && !headers.contains_key(&key) {
+                case.record(head.slice(name_at..name_end));
+            }
+            headers.append(key, value);
         }
         let (framing, delimited) = framing(status, &headers, request)?;
         let keep_alive = delimited && persistent(version, &headers);
@@ -239,6 +249,7 @@ pub fn parse_response(
             headers,
             framing,
             keep_alive,
+            case,
         }));
     }
 }

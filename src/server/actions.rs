@@ -20,10 +20,11 @@ use super::Published;
 use super::timeouts::ConnState;
 use crate::body::{self, Body};
 use crate::compile::parse_pass;
+use crate::field_case::{FieldCase, is_canonical};
 use crate::proxy;
 use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
-use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
+use crate::snapshot::{Action, ActionKind, Pass, PassTarget, ResponseHeader, Share};
 use crate::upstream::Upstream;
 use crate::uri_escape;
 use crate::vars::VarContext;
@@ -317,15 +318,20 @@ impl<'a> Ctx<'a> {
         if !(200..400).contains(&response.status().as_u16()) {
             return;
         }
-        for (name, value) in &action.response_headers {
-            let headers = response.headers_mut();
+        for ResponseHeader {
+            name,
+            spelling,
+            value,
+        } in &action.response_headers
+        {
             match value {
                 None => {
-                    headers.remove(name);
+                    response.headers_mut().remove(name);
                 }
                 Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
                     Ok(v) => {
-                        headers.insert(name.clone(), v);
+                        response.headers_mut().insert(name.clone(), v);
+                        spell(response, spelling);
                     }
                     Err(_) => {
                         tracing::debug!(header = %name, "response header value is not valid; skipped")
@@ -333,6 +339,20 @@ impl<'a> Ctx<'a> {
                 },
             }
         }
+    }
+}
+
+/// Spells `name` on HTTP/1 as the configuration does.
+fn spell(response: &mut Response<Body>, name: &str) {
+    let extensions = response.extensions_mut();
+    match extensions.get_mut::<FieldCase>() {
+        Some(case) => case.set(name),
+        None if !is_canonical(name.as_bytes()) => {
+            let mut case = FieldCase::default();
+            case.set(name);
+            extensions.insert(case);
+        }
+        None => {}
     }
 }
 
@@ -365,14 +385,18 @@ fn return_response(status: StatusCode, location: Option<String>) -> Response<Bod
     response
 }
 
-/// A short HTML error page, as Unit answers errors.
-pub fn error(status: StatusCode) -> Response<Body> {
-    let page = format!(
+/// The HTML page of an error answer (also given to hyper's own, `server::response_heads`).
+pub(crate) fn error_text(status: StatusCode) -> String {
+    format!(
         "<!DOCTYPE html><title>Error {code}</title><p>Error {code}: {reason}.\n",
         code = status.as_u16(),
         reason = status.canonical_reason().unwrap_or("unknown")
-    );
-    let mut r = Response::new(body::full(page));
+    )
+}
+
+/// A short HTML error page, as Unit answers errors.
+pub fn error(status: StatusCode) -> Response<Body> {
+    let mut r = Response::new(body::full(error_text(status)));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));

@@ -170,7 +170,13 @@ async fn serve<S>(
         http2,
         max_head,
     } = limits;
-    let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
+    let io = TimedIo::new(
+        io,
+        info.state.clone(),
+        timeouts,
+        info.multiplexed,
+        protocol != Protocol::Http2,
+    );
     shared.counters.connection_opened();
     let svc = {
         let shared = shared.clone();

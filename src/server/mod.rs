@@ -11,6 +11,7 @@ mod conn;
 mod handler;
 mod listener;
 mod request_body;
+mod response_heads;
 mod status;
 mod timeouts;
 mod tracked;

@@ -10,17 +10,19 @@
 //! socket at once would make the kernel send a reset that can destroy the answer before the client reads it.
 //! So a dropped [`TimedIo`] lingers, as nginx does: it shuts down its side and reads what is left, briefly.
 
-use std::io;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep, sleep_until};
 
+use super::response_heads::{Note, ResponseHeads};
 use crate::snapshot::HttpSettings;
 
 /// How long a closing connection keeps reading what its peer still sends.
@@ -42,6 +44,8 @@ pub struct ConnState {
     /// The task waiting on a read: woken at each change so it re-arms its deadline for the new phase
     /// (hyper does not poll a read it is already waiting on).
     reader: AtomicWaker,
+    /// HTTP/1: what the handler knows of each response whose head hyper is about to write, in order.
+    notes: Mutex<VecDeque<Note>>,
 }
 
 impl ConnState {
@@ -59,6 +63,21 @@ impl ConnState {
         self.active.fetch_sub(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.reader.wake();
+    }
+
+    /// Leaves the note of an HTTP/1 response for the socket that writes its head.
+    pub(crate) fn note_response(&self, note: Note) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(note);
+    }
+
+    fn next_note(&self) -> Option<Note> {
+        self.notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
     }
 
     /// Marks the stretch during which the handler consumes the request body.
@@ -128,6 +147,8 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     read_timer: Pin<Box<Sleep>>,
     write_timer: Pin<Box<Sleep>>,
     write_waiting: bool,
+    /// HTTP/1 (or maybe, on an `h2c` listener): the response heads hyper writes, spelled anew.
+    heads: Option<ResponseHeads>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
@@ -136,6 +157,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         state: std::sync::Arc<ConnState>,
         timeouts: Timeouts,
         multiplexed: bool,
+        http1: bool,
     ) -> Self {
         // A fresh connection waits for its first request as a keep-alive one does for its next: Unit's
         // `idle_timeout`, then 408.
@@ -152,6 +174,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             read_timer: Box::pin(sleep_until(first)),
             write_timer: Box::pin(sleep_until(first)),
             write_waiting: false,
+            heads: http1.then(ResponseHeads::new),
         }
     }
 
@@ -299,6 +322,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
     }
 }
 
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
+    /// An HTTP/1 write: response heads spelled as Unit spells them (`response_heads`).
+    fn write_heads(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let (Some(heads), Some(io)) = (self.heads.as_mut(), self.inner.as_mut()) else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        let state = &self.state;
+        heads.poll_write(bufs, &mut || state.next_note(), &mut |s| {
+            Pin::new(&mut *io).poll_write_vectored(cx, s)
+        })
+    }
+
+    /// Writes what is left of a rewritten head.
+    fn poll_owed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let (Some(heads), Some(io)) = (self.heads.as_mut(), self.inner.as_mut()) else {
+            return Poll::Ready(Ok(()));
+        };
+        heads.poll_owed(&mut |s| Pin::new(&mut *io).poll_write_vectored(cx, s))
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -306,17 +354,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = this.io().poll_write(cx, buf);
+        let r = match &mut this.heads {
+            None => this.io().poll_write(cx, buf),
+            Some(_) => this.write_heads(cx, &[IoSlice::new(buf)]),
+        };
         this.guard_write(cx, r)
     }
 
     fn poll_write_vectored(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
+        bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = this.io().poll_write_vectored(cx, bufs);
+        let r = match &mut this.heads {
+            None => this.io().poll_write_vectored(cx, bufs),
+            Some(_) => this.write_heads(cx, bufs),
+        };
         this.guard_write(cx, r)
     }
 
@@ -326,12 +380,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let r = this.io().poll_flush(cx);
+        let r = match this.poll_owed(cx) {
+            Poll::Ready(Ok(())) => this.io().poll_flush(cx),
+            other => other,
+        };
         this.guard_write(cx, r)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().io().poll_shutdown(cx)
+        let this = self.get_mut();
+        ready!(this.poll_owed(cx))?;
+        this.io().poll_shutdown(cx)
     }
 }
 
@@ -343,14 +402,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Drop for TimedIo<S> {
         if self.peer_closed {
             return;
         }
+        let owed = self.heads.as_mut().map(ResponseHeads::take_owed);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(linger(socket));
+            runtime.spawn(linger(socket, owed.unwrap_or_default()));
         }
     }
 }
 
-/// Closes our side, then reads and discards until the peer closes too or [`LINGER`] passes.
-async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S) {
+/// Writes what is owed of a head, closes our side, then reads and discards until the peer closes too or
+/// [`LINGER`] passes.
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S, owed: Vec<u8>) {
+    if !owed.is_empty() {
+        let _ = tokio::time::timeout(LINGER, socket.write_all(&owed)).await;
+    }
     let _ = socket.shutdown().await;
     let mut sink = [0u8; 4096];
     let _ = tokio::time::timeout(LINGER, async {

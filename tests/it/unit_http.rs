@@ -220,3 +220,103 @@ fn a_request_half_received_when_its_listener_goes_finishes_on_its_configuration(
     c.send_raw(b"Host: a\r\n\r\n");
     assert_eq!(c.read().map(|r| r.status), Some(299));
 }
+
+/// The names of a response's fields, as they came on the wire.
+fn names(r: &Response) -> Vec<&str> {
+    r.headers.iter().map(|(k, _)| k.as_str()).collect()
+}
+
+/// Unit and nginx send header names as the application or upstream wrote them, and their own in canonical
+/// case (`Content-Type`, `ETag`, `Last-Modified`); clients written against Unit compare them as written. The
+/// names an action's `response_headers` sets are spelled as the configuration spells them.
+#[test]
+fn header_names_keep_the_spelling_they_were_written_with() {
+    let rein = Rein::start();
+    let (up, _t) = fixed_upstream(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Foo: 1\r\nx-bar: 2\r\nx-bar: 3\r\nCache-control: no\r\n\r\nup",
+    );
+    let dir = rein.dir.path().join("share");
+    std::fs::create_dir_all(&dir).unwrap();
+    crate::harness::file(&dir, "index.html", b"hello");
+    let addr = rein.serve_with(
+        json!([
+            {"match": {"uri": "/up"}, "action": {"pass": "upstreams/u",
+                "response_headers": {"x-Added": "v", "X-Foo": "replaced"}}},
+            {"match": {"uri": "/return"}, "action": {"return": 301, "location": "/x"}},
+            {"action": {"share": format!("{}$uri", dir.display())}}
+        ]),
+        json!({"upstreams": {"u": {"servers": {up.to_string(): {}}}}}),
+    );
+    let r = raw(addr, b"GET /up HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.text(), "up");
+    let mut got = names(&r);
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        [
+            "Cache-control",
+            "Content-Length",
+            "Date",
+            "Server",
+            "X-Foo",
+            "x-Added",
+            "x-bar",
+            "x-bar"
+        ],
+        "{r:?}"
+    );
+    assert_eq!(r.header("x-foo"), Some("replaced"));
+
+    let r = raw(addr, b"GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.text(), "hello");
+    for name in [
+        "Content-Type",
+        "Content-Length",
+        "Last-Modified",
+        "ETag",
+        "Server",
+        "Date",
+    ] {
+        assert!(names(&r).contains(&name), "{name} in {r:?}");
+    }
+    assert!(
+        names(&r)
+            .iter()
+            .all(|n| n.starts_with(|c: char| c.is_ascii_uppercase())),
+        "{r:?}"
+    );
+
+    // Pipelined on one connection: a redirect, a 404 (rein's error page), a HEAD, then the upstream again.
+    let mut c = crate::harness::Conn::open(addr);
+    c.send_raw(
+        b"GET /return HTTP/1.1\r\nHost: a\r\n\r\nGET /nothing HTTP/1.1\r\nHost: a\r\n\r\n\
+          HEAD /index.html HTTP/1.1\r\nHost: a\r\n\r\nGET /up HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    let redirect = c.read().unwrap();
+    assert_eq!(redirect.status, 301);
+    assert!(names(&redirect).contains(&"Location"), "{redirect:?}");
+    let missing = c.read().unwrap();
+    assert_eq!(missing.status, 404);
+    assert!(names(&missing).contains(&"Content-Type"), "{missing:?}");
+    let head = c.read_head_only().unwrap();
+    assert!(names(&head).contains(&"ETag"), "{head:?}");
+    let again = c.read().unwrap();
+    assert!(names(&again).contains(&"x-bar"), "{again:?}");
+    assert_eq!(again.text(), "up");
+}
+
+/// hyper answers a request head it cannot parse itself, without a body; Unit's error answers have one, and so
+/// do rein's.
+#[test]
+fn hypers_own_error_answers_have_a_body() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([{"action": {"return": 200}}]));
+    let r = raw(addr, b"GET / HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n").unwrap();
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Error 400"), "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("text/html"));
+    let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(40_000));
+    let r = raw(addr, long.as_bytes()).unwrap();
+    assert_eq!(r.status, 431);
+    assert!(r.text().contains("Error 431"), "{r:?}");
+}
