@@ -9,9 +9,6 @@
 
 use bytes::Bytes;
 
-/// Words whose canonical spelling is not plain title case.
-const WORDS: [&[u8]; 6] = [b"ETag", b"WWW", b"WebSocket", b"MD5", b"XSS", b"TE"];
-
 /// The names of one response whose spelling is not canonical, as they were written; the first spelling of a
 /// name wins for all its fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,34 +51,68 @@ impl FieldCase {
 /// Spells `name` in canonical case, in place: each `-`-separated word capitalised (`Content-Type`), except a
 /// few words spelled as the RFCs do (`ETag`, `WWW-Authenticate`, `Sec-WebSocket-Accept`, `Content-MD5`).
 pub(crate) fn canonicalise(name: &mut [u8]) {
-    for word in name.split_mut(|&b| b == b'-') {
-        match special(word) {
-            Some(spelling) => word.copy_from_slice(spelling),
-            None => {
-                word.make_ascii_lowercase();
-                if let Some(first) = word.first_mut() {
-                    first.make_ascii_uppercase();
-                }
-            }
+    let mut start = 0;
+    for i in 0..name.len() {
+        let b = &mut name[i];
+        if *b == b'-' {
+            respell(&mut name[start..i]);
+            start = i + 1;
+        } else if i == start {
+            b.make_ascii_uppercase();
+        } else {
+            b.make_ascii_lowercase();
         }
+    }
+    respell(&mut name[start..]);
+}
+
+/// A title-cased word that the RFCs spell otherwise.
+fn respell(word: &mut [u8]) {
+    if let Some(spelling) = special(word) {
+        word.copy_from_slice(spelling);
     }
 }
 
 /// Whether `name` is spelled as [`canonicalise`] would.
 pub(crate) fn is_canonical(name: &[u8]) -> bool {
-    name.split(|&b| b == b'-').all(|word| match special(word) {
-        Some(spelling) => word == spelling,
-        None => match word.split_first() {
-            Some((first, rest)) => {
-                !first.is_ascii_lowercase() && !rest.iter().any(u8::is_ascii_uppercase)
+    let mut start = 0;
+    for (i, &b) in name.iter().enumerate() {
+        if b == b'-' {
+            if special(&name[start..i]).is_some_and(|s| s != &name[start..i]) {
+                return false;
             }
-            None => true,
-        },
-    })
+            start = i + 1;
+        } else if if i == start {
+            b.is_ascii_lowercase()
+        } else {
+            b.is_ascii_uppercase()
+        } {
+            // A special word's capitals are checked as a whole below.
+            if special(word_at(name, start)).is_none() {
+                return false;
+            }
+        }
+    }
+    special(&name[start..]).is_none_or(|s| s == &name[start..])
 }
 
+/// The word of `name` starting at `start`.
+fn word_at(name: &[u8], start: usize) -> &[u8] {
+    let rest = &name[start..];
+    &rest[..rest.iter().position(|&b| b == b'-').unwrap_or(rest.len())]
+}
+
+/// The spelling of a word that is not plain title case (dispatched on length first: this runs for every
+/// word of every name written).
 fn special(word: &[u8]) -> Option<&'static [u8]> {
-    WORDS.into_iter().find(|w| w.eq_ignore_ascii_case(word))
+    let words: &[&'static [u8]] = match word.len() {
+        2 => &[b"TE"],
+        3 => &[b"WWW", b"MD5", b"XSS"],
+        4 => &[b"ETag"],
+        9 => &[b"WebSocket"],
+        _ => return None,
+    };
+    words.iter().copied().find(|w| w.eq_ignore_ascii_case(word))
 }
 
 #[cfg(test)]
@@ -104,6 +135,8 @@ mod tests {
         assert_eq!(canonical("te"), "TE");
         assert_eq!(canonical("x--y-"), "X--Y-");
         assert_eq!(canonical("x_foo"), "X_foo");
+        assert_eq!(canonical("X-XSS-PROTECTION"), "X-XSS-Protection");
+        assert_eq!(canonical("wide-etags"), "Wide-Etags");
     }
 
     #[test]
@@ -118,7 +151,15 @@ mod tests {
         ] {
             assert!(is_canonical(name.as_bytes()), "{name}");
         }
-        for name in ["content-type", "Etag", "X-foo", "X-FOO", "x_foo"] {
+        for name in [
+            "content-type",
+            "Etag",
+            "X-foo",
+            "X-FOO",
+            "x_foo",
+            "Www-Authenticate",
+            "Xss",
+        ] {
             assert!(!is_canonical(name.as_bytes()), "{name}");
         }
     }

@@ -183,18 +183,16 @@ impl ResponseHeads {
         bytes: &[u8],
         note: &mut dyn FnMut() -> Option<Note>,
     ) -> Option<Rewritten> {
-        let end = head_end(bytes)?;
         let code = status(bytes)?;
         let last = !(100..200).contains(&code);
         if last && self.note.is_none() {
             self.note = note();
         }
-        let head = &bytes[..end];
         self.out.clear();
         self.sent = 0;
-        self.out.extend_from_slice(head);
         let case = self.note.as_ref().map(|n| &n.case);
-        let framing = spell(&mut self.out, case);
+        let (end, framing) = spell_into(&mut self.out, bytes, case)?;
+        let head = &bytes[..end];
         if last && self.note.is_none() && code >= 400 && framing.length == Some(0) {
             self.out.clear();
             hyper_error(&mut self.out, head, code);
@@ -224,19 +222,11 @@ impl ResponseHeads {
     }
 }
 
-/// The length of the head at the start of `bytes`, its blank line included.
-fn head_end(bytes: &[u8]) -> Option<usize> {
+/// The status code of a head that starts `HTTP/1.x `.
+fn status(bytes: &[u8]) -> Option<u16> {
     if !bytes.starts_with(b"HTTP/1.") {
         return None;
     }
-    bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| i + 4)
-}
-
-/// The status code of a head that starts `HTTP/1.x `.
-fn status(bytes: &[u8]) -> Option<u16> {
     let digits = bytes.get(9..12)?;
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
@@ -266,26 +256,49 @@ fn field(head: &[u8], at: usize) -> Option<(Range<usize>, Range<usize>, usize)> 
     Some((at..colon, value..line_end, line_end + 2))
 }
 
-/// Spells the names of `head` in place (each keeps its length) and reads the body's framing.
-fn spell(head: &mut [u8], case: Option<&FieldCase>) -> Framing {
+/// Copies the head at the start of `bytes` into `out` line by line, each name spelled in place (the
+/// recorded spelling, else canonical), and reads the body's framing: one pass over the head. Returns the
+/// head's length, its blank line included; `None` if it does not end within `bytes`.
+fn spell_into(
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    case: Option<&FieldCase>,
+) -> Option<(usize, Framing)> {
     let mut framing = Framing::default();
-    let mut at = first_line(head);
-    while let Some((name, value, next)) = field(head, at) {
-        at = next;
-        match case.and_then(|c| c.get(&head[name.clone()])) {
-            Some(s) if s.len() == name.len() => head[name.clone()].copy_from_slice(s),
-            _ => canonicalise(&mut head[name.clone()]),
+    let mut at = 0;
+    loop {
+        let nl = at + memchr::memchr(b'\n', &bytes[at..])?;
+        let line = &bytes[at..=nl];
+        let start = out.len();
+        out.extend_from_slice(line);
+        let status_line = at == 0;
+        at = nl + 1;
+        if status_line {
+            continue;
         }
-        let (name, value) = (&head[name], &head[value]);
-        if name.eq_ignore_ascii_case(b"content-length") {
-            framing.length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            // Chunked is the last coding when there is one (RFC 9112 §6.1).
-            framing.chunked =
-                value.len() >= 7 && value[value.len() - 7..].eq_ignore_ascii_case(b"chunked");
+        if line == b"\r\n" || line == b"\n" {
+            return Some((at, framing));
+        }
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
+        let name = &mut out[start..start + colon];
+        match case.and_then(|c| c.get(name)) {
+            Some(s) if s.len() == colon => name.copy_from_slice(s),
+            _ => canonicalise(name),
+        }
+        // Only the framing fields' values are read: `Content-Length` (14) and `Transfer-Encoding` (17).
+        if colon == 14 || colon == 17 {
+            let value = line[colon + 1..].trim_ascii();
+            if name.eq_ignore_ascii_case(b"content-length") {
+                framing.length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                // Chunked is the last coding when there is one (RFC 9112 §6.1).
+                framing.chunked =
+                    value.len() >= 7 && value[value.len() - 7..].eq_ignore_ascii_case(b"chunked");
+            }
         }
     }
-    framing
 }
 
 /// hyper's own error answer, bodiless, as rein's errors are: with their HTML page.
