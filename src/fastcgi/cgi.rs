@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, LOCATION};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-use crate::field_case::{FieldCase, is_canonical};
+use crate::field_case::{FieldCase, needs_record};
 
 /// The largest head accepted, its empty line included.
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -21,7 +21,7 @@ pub struct Head {
     pub status: StatusCode,
     /// The header fields in order, `Status` removed; `Content-Length`, if any, checked and single.
     pub headers: HeaderMap,
-    /// The names not spelled in canonical case, as the application wrote them.
+    /// The names title case would not spell as the application wrote them.
     pub(crate) case: FieldCase,
 }
 
@@ -156,8 +156,8 @@ fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
         let name = HeaderName::from_bytes(name).map_err(|_| HeadError::Name(shown(name)))?;
         let value = HeaderValue::from_bytes(value).map_err(|_| HeadError::Value(name.clone()))?;
         // The first spelling of a name is the one its fields keep.
-        if !is_canonical(spelled) && !headers.contains_key(&name) {
-            case.record(Bytes::copy_from_slice(spelled));
+        if needs_record(spelled) && !headers.contains_key(&name) {
+            case.record(name.clone(), Bytes::copy_from_slice(spelled));
         }
         headers.append(name, value);
     }

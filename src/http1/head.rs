@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
 
-use crate::field_case::{FieldCase, is_canonical};
+use crate::field_case::{FieldCase, needs_record};
 
 /// Most fields accepted in a response head (hyper's default too).
 const MAX_HEADERS: usize = 100;
@@ -157,7 +157,7 @@ pub struct ResponseHead {
     pub framing: Framing,
     /// Whether the connection may carry another request once this body ends.
     pub keep_alive: bool,
-    /// The names not spelled in canonical case, as the server wrote them.
+    /// The names title case would not spell as the server wrote them.
     pub(crate) case: FieldCase,
 }
 
@@ -236,8 +236,8 @@ pub fn parse_response(
                 .map_err(|_| field())?;
             let key = HeaderName::from_bytes(name).map_err(|_| field())?;
             // The first spelling of a name is the one its fields keep.
-            if !is_canonical(name) && !headers.contains_key(&key) {
-                case.record(head.slice(name_at..name_end));
+            if needs_record(name) && !headers.contains_key(&key) {
+                case.record(key.clone(), head.slice(name_at..name_end));
             }
             headers.append(key, value);
         }

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 
-use http::{HeaderValue, Method, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Method, Response, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 
@@ -20,7 +20,7 @@ use super::Published;
 use super::timeouts::ConnState;
 use crate::body::{self, Body};
 use crate::compile::parse_pass;
-use crate::field_case::{FieldCase, is_canonical};
+use crate::field_case::{FieldCase, needs_record};
 use crate::proxy;
 use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
@@ -331,7 +331,7 @@ impl<'a> Ctx<'a> {
                 Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
                     Ok(v) => {
                         response.headers_mut().insert(name.clone(), v);
-                        spell(response, spelling);
+                        spell(response, name, spelling);
                     }
                     Err(_) => {
                         tracing::debug!(header = %name, "response header value is not valid; skipped")
@@ -343,13 +343,13 @@ impl<'a> Ctx<'a> {
 }
 
 /// Spells `name` on HTTP/1 as the configuration does.
-fn spell(response: &mut Response<Body>, name: &str) {
+fn spell(response: &mut Response<Body>, name: &HeaderName, spelling: &str) {
     let extensions = response.extensions_mut();
     match extensions.get_mut::<FieldCase>() {
-        Some(case) => case.set(name),
-        None if !is_canonical(name.as_bytes()) => {
+        Some(case) => case.set(name, spelling),
+        None if needs_record(spelling.as_bytes()) => {
             let mut case = FieldCase::default();
-            case.set(name);
+            case.set(name, spelling);
             extensions.insert(case);
         }
         None => {}

@@ -6,17 +6,15 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use http::{HeaderValue, Method, Request, Response, StatusCode, Version, header};
+use http::{HeaderValue, Request, Response, StatusCode, Version, header};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 
 use super::conn::ConnInfo;
 use super::request_body::{BodyClock, RequestBody};
-use super::response_heads::Note;
-use super::timeouts::ConnState;
 use super::tracked::{Books, Tracked};
 use super::validate;
-use super::{Published, Shared, actions};
+use super::{Published, Shared, actions, case_map};
 use crate::body::Body;
 use crate::field_case::FieldCase;
 use crate::request::RequestInfo;
@@ -64,15 +62,7 @@ pub async fn handle(
             route(&published, &mut request, body, upgrade, &info, &shared).await
         }
     };
-    finish(
-        response,
-        request,
-        &published,
-        &info.state,
-        books,
-        started,
-        wall,
-    )
+    finish(response, request, &published, books, started, wall)
 }
 
 async fn route(
@@ -136,18 +126,10 @@ fn closing(mut response: Response<Body>) -> Response<Body> {
     response
 }
 
-/// Tells the socket how to write this HTTP/1 response's head: the spellings of its names (`Server` is rein's
-/// own, whatever an upstream wrote) and whether it has a body.
-fn note(response: &mut Response<Body>, request: &RequestInfo, state: &ConnState) {
-    let mut case = response
-        .extensions_mut()
-        .remove::<FieldCase>()
-        .unwrap_or_default();
-    case.forget(b"server");
-    state.note_response(Note {
-        case,
-        bodiless: request.method == Method::HEAD,
-    });
+/// HTTP/1: the spellings hyper's title case would not give this response's names (`server::case_map`).
+fn spell(response: &mut Response<Body>) {
+    let case = response.extensions_mut().remove::<FieldCase>();
+    case_map::apply(response, case);
 }
 
 const SERVER: &str = concat!("rein/", env!("CARGO_PKG_VERSION"));
@@ -156,7 +138,6 @@ fn finish(
     mut response: Response<Body>,
     request: RequestInfo,
     published: &Arc<Published>,
-    state: &ConnState,
     books: Books,
     started: Instant,
     wall: SystemTime,
@@ -170,7 +151,7 @@ fn finish(
         .headers_mut()
         .insert(header::SERVER, HeaderValue::from_static(server));
     if request.version < Version::HTTP_2 {
-        note(&mut response, &request, state);
+        spell(&mut response);
     }
     let log = published
         .access_log

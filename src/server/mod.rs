@@ -7,11 +7,12 @@
 mod access_log;
 mod actions;
 pub(crate) mod admission;
+mod case_map;
 mod conn;
+mod error_answer;
 mod handler;
 mod listener;
 mod request_body;
-mod response_heads;
 mod status;
 mod timeouts;
 mod tracked;

@@ -10,11 +10,10 @@
 //! socket at once would make the kernel send a reset that can destroy the answer before the client reads it.
 //! So a dropped [`TimedIo`] lingers, as nginx does: it shuts down its side and reads what is left, briefly.
 
-use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::response_heads::{Note, ResponseHeads};
+use super::error_answer;
 use crate::snapshot::HttpSettings;
 
 /// How long a closing connection keeps reading what its peer still sends.
@@ -44,8 +43,6 @@ pub struct ConnState {
     /// The task waiting on a read: woken at each change so it re-arms its deadline for the new phase
     /// (hyper does not poll a read it is already waiting on).
     reader: AtomicWaker,
-    /// HTTP/1: what the handler knows of each response whose head hyper is about to write, in order.
-    notes: Mutex<VecDeque<Note>>,
 }
 
 impl ConnState {
@@ -63,21 +60,6 @@ impl ConnState {
         self.active.fetch_sub(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.reader.wake();
-    }
-
-    /// Leaves the note of an HTTP/1 response for the socket that writes its head.
-    pub(crate) fn note_response(&self, note: Note) {
-        self.notes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(note);
-    }
-
-    fn next_note(&self) -> Option<Note> {
-        self.notes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front()
     }
 
     /// Marks the stretch during which the handler consumes the request body.
@@ -147,8 +129,9 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     read_timer: Pin<Box<Sleep>>,
     write_timer: Pin<Box<Sleep>>,
     write_waiting: bool,
-    /// HTTP/1 (or maybe, on an `h2c` listener): the response heads hyper writes, spelled anew.
-    heads: Option<ResponseHeads>,
+    /// What is left to write of an answer put in place of hyper's own error answer (`error_answer`), which
+    /// hyper was told is written: it goes out before any other byte, flush or shutdown.
+    owed: Vec<u8>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
@@ -157,7 +140,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         state: std::sync::Arc<ConnState>,
         timeouts: Timeouts,
         multiplexed: bool,
-        http1: bool,
     ) -> Self {
         // A fresh connection waits for its first request as a keep-alive one does for its next: Unit's
         // `idle_timeout`, then 408.
@@ -174,7 +156,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             read_timer: Box::pin(sleep_until(first)),
             write_timer: Box::pin(sleep_until(first)),
             write_waiting: false,
-            heads: http1.then(ResponseHeads::new),
+            owed: Vec::new(),
         }
     }
 
@@ -323,27 +305,43 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
-    /// An HTTP/1 write: response heads spelled as Unit spells them (`response_heads`).
-    fn write_heads(
+    /// A write of hyper's: its own bodiless error answer is replaced by one with rein's error page. Only a
+    /// write made while no request is in progress can be that answer, and hyper closes the connection after it.
+    fn poll_write_bufs(
         &mut self,
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let (Some(heads), Some(io)) = (self.heads.as_mut(), self.inner.as_mut()) else {
-            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
-        };
-        let state = &self.state;
-        heads.poll_write(bufs, &mut || state.next_note(), &mut |s| {
-            Pin::new(&mut *io).poll_write_vectored(cx, s)
-        })
+        ready!(self.poll_owed(cx))?;
+        if !self.multiplexed && self.state.active.load(Ordering::Acquire) == 0 {
+            let first = bufs.iter().find(|b| !b.is_empty());
+            if let Some(page) = first.and_then(|head| error_answer::replacement(head)) {
+                self.owed = page;
+                let n = first.map_or(0, |b| b.len());
+                return match self.poll_owed(cx) {
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    Poll::Ready(Ok(())) | Poll::Pending => Poll::Ready(Ok(n)),
+                };
+            }
+        }
+        match bufs {
+            [one] => self.io().poll_write(cx, one),
+            _ => self.io().poll_write_vectored(cx, bufs),
+        }
     }
 
-    /// Writes what is left of a rewritten head.
+    /// Writes what is owed of a replaced answer.
     fn poll_owed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let (Some(heads), Some(io)) = (self.heads.as_mut(), self.inner.as_mut()) else {
-            return Poll::Ready(Ok(()));
-        };
-        heads.poll_owed(&mut |s| Pin::new(&mut *io).poll_write_vectored(cx, s))
+        while !self.owed.is_empty() {
+            let owed = std::mem::take(&mut self.owed);
+            let r = self.io().poll_write(cx, &owed);
+            self.owed = owed;
+            match ready!(r)? {
+                0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                n => drop(self.owed.drain(..n)),
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -354,10 +352,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = match &mut this.heads {
-            None => this.io().poll_write(cx, buf),
-            Some(_) => this.write_heads(cx, &[IoSlice::new(buf)]),
-        };
+        let r = this.poll_write_bufs(cx, &[IoSlice::new(buf)]);
         this.guard_write(cx, r)
     }
 
@@ -367,10 +362,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = match &mut this.heads {
-            None => this.io().poll_write_vectored(cx, bufs),
-            Some(_) => this.write_heads(cx, bufs),
-        };
+        let r = this.poll_write_bufs(cx, bufs);
         this.guard_write(cx, r)
     }
 
@@ -402,14 +394,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Drop for TimedIo<S> {
         if self.peer_closed {
             return;
         }
-        let owed = self.heads.as_mut().map(ResponseHeads::take_owed);
+        let owed = std::mem::take(&mut self.owed);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(linger(socket, owed.unwrap_or_default()));
+            runtime.spawn(linger(socket, owed));
         }
     }
 }
 
-/// Writes what is owed of a head, closes our side, then reads and discards until the peer closes too or
+/// Writes what is owed of an answer, closes our side, then reads and discards until the peer closes too or
 /// [`LINGER`] passes.
 async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S, owed: Vec<u8>) {
     if !owed.is_empty() {
