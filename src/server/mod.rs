@@ -13,6 +13,7 @@ mod error_answer;
 mod handler;
 mod listener;
 mod request_body;
+mod request_line;
 mod status;
 mod timeouts;
 mod tracked;

@@ -21,7 +21,7 @@ use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::error_answer;
+use super::{error_answer, request_line};
 use crate::snapshot::HttpSettings;
 
 /// How long a closing connection keeps reading what its peer still sends.
@@ -132,6 +132,8 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     /// What is left to write of an answer put in place of hyper's own error answer (`error_answer`), which
     /// hyper was told is written: it goes out before any other byte, flush or shutdown.
     owed: Vec<u8>,
+    /// What is left to hand hyper of a request line made longer by escaping (`request_line`).
+    pending: Vec<u8>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
@@ -157,6 +159,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             write_timer: Box::pin(sleep_until(first)),
             write_waiting: false,
             owed: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -214,6 +217,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         }
     }
 
+    /// Percent-encodes the bytes hyper refuses in a request target (`request_line`), what does not fit in
+    /// `buf` kept for the next read.
+    fn escape_request_line(&mut self, buf: &mut ReadBuf<'_>, before: usize) {
+        let Some(data) = request_line::escaped(&buf.filled()[before..]) else {
+            return;
+        };
+        buf.set_filled(before);
+        let n = data.len().min(buf.remaining());
+        buf.put_slice(&data[..n]);
+        self.pending = data[n..].to_vec();
+    }
+
     fn on_bytes(&mut self) {
         match self.phase {
             // HTTP/2 control frames (PING, SETTINGS, WINDOW_UPDATE) arrive between requests: they neither start
@@ -236,11 +251,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if !this.pending.is_empty() {
+            let n = this.pending.len().min(buf.remaining());
+            buf.put_slice(&this.pending[..n]);
+            this.pending.drain(..n);
+            return Poll::Ready(Ok(()));
+        }
         this.sync_phase();
+        // HTTP/1: the first bytes of a request start with its request line.
+        let head_starts = !this.multiplexed && this.phase == Phase::Idle;
         let before = buf.filled().len();
         match this.io().poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
+                    if head_starts {
+                        this.escape_request_line(buf, before);
+                    }
                     this.on_bytes();
                 } else {
                     this.peer_closed = true;

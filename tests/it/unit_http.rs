@@ -320,3 +320,25 @@ fn hypers_own_error_answers_have_a_body() {
     assert_eq!(r.status, 431);
     assert!(r.text().contains("Error 431"), "{r:?}");
 }
+
+/// Unit serves a request target holding a raw space, `<`, `>` or `` ` `` as if the byte were percent-encoded
+/// (nginx too, but for the space); hyper's parser alone would refuse them with 400.
+#[test]
+fn raw_spaces_and_brackets_in_a_target_are_served() {
+    let rein = Rein::start();
+    let dir = rein.dir.path().join("share");
+    std::fs::create_dir_all(&dir).unwrap();
+    crate::harness::file(&dir, "a b<c>`d", b"odd");
+    let addr = rein.serve(json!([{"action": {"share": format!("{}$uri", dir.display())}}]));
+    let r = raw(addr, b"GET /a b<c>`d HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, "odd"), "{r:?}");
+
+    // Keep-alive and pipelined: each request line is looked at, none of the fields.
+    let mut c = Conn::open(addr);
+    c.send_raw(b"GET /a%20b%3Cc%3E%60d HTTP/1.1\r\nHost: a\r\nX-A: <b c>\r\n\r\n");
+    assert_eq!(c.read().map(|r| r.status), Some(200));
+    c.send_raw(b"GET /a b<c>`d HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read().map(|r| r.text()), Some("odd".to_owned()));
+    c.send_raw(b"GET /nothing <here> HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read().map(|r| r.status), Some(404));
+}
