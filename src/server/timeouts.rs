@@ -339,7 +339,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         ready!(self.poll_owed(cx))?;
-        if !self.multiplexed && self.state.active.load(Ordering::Acquire) == 0 {
+        if self.state.active.load(Ordering::Acquire) == 0 {
             let first = bufs.iter().find(|b| !b.is_empty());
             if let Some(page) = first.and_then(|head| error_answer::replacement(head)) {
                 self.owed = page;
