@@ -15,7 +15,6 @@ pub(crate) mod control;
 pub(crate) mod engine;
 pub(crate) mod fastcgi;
 pub(crate) mod fd_limit;
-pub(crate) mod field_case;
 pub(crate) mod forwarded;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;

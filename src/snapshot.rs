@@ -93,15 +93,7 @@ pub struct Step {
 pub struct Action {
     pub kind: ActionKind,
     pub rewrite: Option<Template>,
-    pub response_headers: Vec<ResponseHeader>,
-}
-
-/// One of an action's `response_headers`: `None` removes the field.
-pub struct ResponseHeader {
-    pub name: HeaderName,
-    /// The name as the configuration spells it, which HTTP/1 clients see.
-    pub spelling: String,
-    pub value: Option<Template>,
+    pub response_headers: Vec<(HeaderName, Option<Template>)>,
 }
 
 pub enum ActionKind {

@@ -10,9 +10,7 @@ use crate::config::walk::{boolean, integer, known_keys, object, string, strings,
 use crate::config::{ConfigError, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
-use crate::snapshot::{
-    Action, ActionKind, FastCgiServer, Pass, PassTarget, ResponseHeader, Route, Share, Step,
-};
+use crate::snapshot::{Action, ActionKind, FastCgiServer, Pass, PassTarget, Route, Share, Step};
 use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
 
@@ -242,7 +240,10 @@ fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
     Ok(s.to_owned())
 }
 
-fn response_headers(v: &Value, path: &JsonPath) -> Result<Vec<ResponseHeader>, ConfigError> {
+fn response_headers(
+    v: &Value,
+    path: &JsonPath,
+) -> Result<Vec<(HeaderName, Option<Template>)>, ConfigError> {
     let mut out = Vec::new();
     for (name, value) in object(v, path)? {
         let hpath = path.key(name);
@@ -252,11 +253,7 @@ fn response_headers(v: &Value, path: &JsonPath) -> Result<Vec<ResponseHeader>, C
             Value::Null => None,
             other => Some(template(other, &hpath)?),
         };
-        out.push(ResponseHeader {
-            name: header,
-            spelling: name.clone(),
-            value,
-        });
+        out.push((header, value));
     }
     Ok(out)
 }

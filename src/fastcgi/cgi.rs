@@ -10,8 +10,6 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, LOCATION};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-use crate::field_case::{FieldCase, needs_record};
-
 /// The largest head accepted, its empty line included.
 pub const MAX_HEAD: usize = 64 * 1024;
 
@@ -21,8 +19,6 @@ pub struct Head {
     pub status: StatusCode,
     /// The header fields in order, `Status` removed; `Content-Length`, if any, checked and single.
     pub headers: HeaderMap,
-    /// The names title case would not spell as the application wrote them.
-    pub(crate) case: FieldCase,
 }
 
 impl Head {
@@ -136,7 +132,6 @@ fn finish(all: Bytes, end: usize) -> Result<(Head, Bytes), HeadError> {
 
 fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
     let mut headers = HeaderMap::new();
-    let mut case = FieldCase::default();
     let mut status = None;
     for line in head.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -152,13 +147,8 @@ fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
             status = Some(parse_status(value)?);
             continue;
         }
-        let spelled = name;
         let name = HeaderName::from_bytes(name).map_err(|_| HeadError::Name(shown(name)))?;
         let value = HeaderValue::from_bytes(value).map_err(|_| HeadError::Value(name.clone()))?;
-        // The first spelling of a name is the one its fields keep.
-        if needs_record(spelled) && !headers.contains_key(&name) {
-            case.record(name.clone(), Bytes::copy_from_slice(spelled));
-        }
         headers.append(name, value);
     }
     single_content_length(&mut headers)?;
@@ -167,11 +157,7 @@ fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
     } else {
         StatusCode::OK
     });
-    Ok(Head {
-        status,
-        headers,
-        case,
-    })
+    Ok(Head { status, headers })
 }
 
 /// `404`, `404 Not Found`: the reason is the client's business, hyper writes its own.

@@ -321,9 +321,6 @@ impl ResponseBody {
         let mut response = Response::new(body);
         *response.status_mut() = head.status;
         *response.headers_mut() = head.headers;
-        if !head.case.is_empty() {
-            response.extensions_mut().insert(head.case);
-        }
         response
     }
 

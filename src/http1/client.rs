@@ -422,9 +422,6 @@ impl ResponseBody {
         *response.status_mut() = head.status;
         *response.version_mut() = head.version;
         *response.headers_mut() = head.headers;
-        if !head.case.is_empty() {
-            response.extensions_mut().insert(head.case);
-        }
         response
     }
 

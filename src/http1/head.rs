@@ -7,8 +7,6 @@ use std::mem::MaybeUninit;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
 
-use crate::field_case::{FieldCase, needs_record};
-
 /// Most fields accepted in a response head (hyper's default too).
 const MAX_HEADERS: usize = 100;
 /// The longest response head accepted.
@@ -157,8 +155,6 @@ pub struct ResponseHead {
     pub framing: Framing,
     /// Whether the connection may carry another request once this body ends.
     pub keep_alive: bool,
-    /// The names title case would not spell as the server wrote them.
-    pub(crate) case: FieldCase,
 }
 
 /// Why a response head was refused.
@@ -228,18 +224,12 @@ pub fn parse_response(
             .collect();
         let head = buf.split_to(len).freeze();
         let mut headers = HeaderMap::with_capacity(spans.len());
-        let mut case = FieldCase::default();
         for &[name_at, name_end, value_at, value_end] in &spans {
             let name = &head[name_at..name_end];
             let field = || HeadError::Field(String::from_utf8_lossy(name).into_owned());
             let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_end))
                 .map_err(|_| field())?;
-            let key = HeaderName::from_bytes(name).map_err(|_| field())?;
-            // The first spelling of a name is the one its fields keep.
-            if needs_record(name) && !headers.contains_key(&key) {
-                case.record(key.clone(), head.slice(name_at..name_end));
-            }
-            headers.append(key, value);
+            headers.append(HeaderName::from_bytes(name).map_err(|_| field())?, value);
         }
         let (framing, delimited) = framing(status, &headers, request)?;
         let keep_alive = delimited && persistent(version, &headers);
@@ -249,7 +239,6 @@ pub fn parse_response(
             headers,
             framing,
             keep_alive,
-            case,
         }));
     }
 }

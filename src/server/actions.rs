@@ -8,7 +8,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 
-use http::{HeaderName, HeaderValue, Method, Response, StatusCode, header};
+use http::{HeaderValue, Method, Response, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 
@@ -20,11 +20,10 @@ use super::Published;
 use super::timeouts::ConnState;
 use crate::body::{self, Body};
 use crate::compile::parse_pass;
-use crate::field_case::{FieldCase, needs_record};
 use crate::proxy;
 use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
-use crate::snapshot::{Action, ActionKind, Pass, PassTarget, ResponseHeader, Share};
+use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
 use crate::upstream::Upstream;
 use crate::uri_escape;
 use crate::vars::VarContext;
@@ -318,20 +317,15 @@ impl<'a> Ctx<'a> {
         if !(200..400).contains(&response.status().as_u16()) {
             return;
         }
-        for ResponseHeader {
-            name,
-            spelling,
-            value,
-        } in &action.response_headers
-        {
+        for (name, value) in &action.response_headers {
+            let headers = response.headers_mut();
             match value {
                 None => {
-                    response.headers_mut().remove(name);
+                    headers.remove(name);
                 }
                 Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
                     Ok(v) => {
-                        response.headers_mut().insert(name.clone(), v);
-                        spell(response, name, spelling);
+                        headers.insert(name.clone(), v);
                     }
                     Err(_) => {
                         tracing::debug!(header = %name, "response header value is not valid; skipped")
@@ -339,20 +333,6 @@ impl<'a> Ctx<'a> {
                 },
             }
         }
-    }
-}
-
-/// Spells `name` on HTTP/1 as the configuration does.
-fn spell(response: &mut Response<Body>, name: &HeaderName, spelling: &str) {
-    let extensions = response.extensions_mut();
-    match extensions.get_mut::<FieldCase>() {
-        Some(case) => case.set(name, spelling),
-        None if needs_record(spelling.as_bytes()) => {
-            let mut case = FieldCase::default();
-            case.set(name, spelling);
-            extensions.insert(case);
-        }
-        None => {}
     }
 }
 
@@ -385,7 +365,7 @@ fn return_response(status: StatusCode, location: Option<String>) -> Response<Bod
     response
 }
 
-/// The HTML page of an error answer (also given to hyper's own, `server::response_heads`).
+/// The HTML page of an error answer (also given to hyper's own, `server::error_answer`).
 pub(crate) fn error_text(status: StatusCode) -> String {
     format!(
         "<!DOCTYPE html><title>Error {code}</title><p>Error {code}: {reason}.\n",

@@ -183,10 +183,8 @@ async fn serve<S>(
     let io = TokioIo::new(io);
     let result = match protocol {
         Protocol::Http1 => {
-            // Title case is the canonical case of the names rein writes (`server::case_map` spells the rest).
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
-                .title_case_headers(true)
                 .max_header_size(max_head)
                 .serve_connection(io, svc)
                 .with_upgrades();
@@ -199,11 +197,7 @@ async fn serve<S>(
         }
         Protocol::Either => {
             let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .keep_alive(true)
-                .title_case_headers(true)
-                .max_buf_size(max_head);
+            builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
             drive!(builder.serve_connection_with_upgrades(io, svc), stop)
         }

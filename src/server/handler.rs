@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use http::{HeaderValue, Request, Response, StatusCode, Version, header};
+use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 
@@ -14,9 +14,8 @@ use super::conn::ConnInfo;
 use super::request_body::{BodyClock, RequestBody};
 use super::tracked::{Books, Tracked};
 use super::validate;
-use super::{Published, Shared, actions, case_map};
+use super::{Published, Shared, actions};
 use crate::body::Body;
-use crate::field_case::FieldCase;
 use crate::request::RequestInfo;
 
 pub async fn handle(
@@ -126,12 +125,6 @@ fn closing(mut response: Response<Body>) -> Response<Body> {
     response
 }
 
-/// HTTP/1: the spellings hyper's title case would not give this response's names (`server::case_map`).
-fn spell(response: &mut Response<Body>) {
-    let case = response.extensions_mut().remove::<FieldCase>();
-    case_map::apply(response, case);
-}
-
 const SERVER: &str = concat!("rein/", env!("CARGO_PKG_VERSION"));
 
 fn finish(
@@ -150,9 +143,6 @@ fn finish(
     response
         .headers_mut()
         .insert(header::SERVER, HeaderValue::from_static(server));
-    if request.version < Version::HTTP_2 {
-        spell(&mut response);
-    }
     let log = published
         .access_log
         .clone()

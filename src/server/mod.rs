@@ -7,7 +7,6 @@
 mod access_log;
 mod actions;
 pub(crate) mod admission;
-mod case_map;
 mod conn;
 mod error_answer;
 mod handler;
