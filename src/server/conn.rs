@@ -134,6 +134,8 @@ pub async fn start<S>(
     };
     let protocol = match stream.get_ref().1.alpn_protocol() {
         Some(b"h2") => Protocol::Http2,
+        // An ACME CA's TLS-ALPN-01 validation: the handshake was the whole exchange (RFC 8737 §3).
+        Some(crate::tls::ACME_TLS) => return,
         _ => Protocol::Http1,
     };
     serve(
