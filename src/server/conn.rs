@@ -172,6 +172,8 @@ async fn serve<S>(
         http2,
         max_head,
     } = limits;
+    let frames = super::h2_floods::Frames::new(protocol != Protocol::Http1);
+    let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
     let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
     let svc = {

@@ -8,6 +8,7 @@ mod access_log;
 mod actions;
 pub(crate) mod admission;
 mod conn;
+mod h2_floods;
 mod handler;
 mod listener;
 mod request_body;
