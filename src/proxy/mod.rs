@@ -213,7 +213,7 @@ fn upstream_head(
         .iter()
         .map(|(n, v)| n.as_str().len() + v.len() + 4)
         .sum();
-    let mut head = HeadWriter::new(&req.method, &req.request_uri, fields + 96);
+    let mut head = HeadWriter::new(&req.method, req.target(), fields + 96);
     headers::write_upstream_fields(
         &mut head,
         &req.headers,

@@ -218,3 +218,47 @@ fn a_unix_socket_client_is_logged_as_unix() {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("[unix:]"))
     });
 }
+
+// ----- rewrite and variables ------------------------------------------------------------------------------
+
+/// Unit's `rewrite` changes the path only: later matches, `$arg_*` and the target sent upstream keep the
+/// client's arguments (a query in the rewrite is ignored: Unit's test_rewrite_arguments), and `$request_uri`
+/// stays the target as the client sent it (Unit's test_variables_request_uri, "rewrite set $request_uri
+/// before proxy").
+#[test]
+fn a_rewrite_keeps_the_arguments_and_the_request_uri() {
+    let rein = Rein::start();
+    let sock = rein.dir.path().join("b.sock");
+    let log = rein.dir.path().join("access.log");
+    rein.configure(json!({
+        "listeners": {
+            "127.0.0.1:0": {"pass": "routes/a"},
+            format!("unix:{}", sock.display()): {"pass": "routes/b"},
+        },
+        "routes": {
+            "a": [
+                {"match": {"uri": "/args", "arguments": {"arg": "val"}},
+                 "action": {"rewrite": "/new?some", "pass": "routes/m"}},
+                {"action": {"rewrite": "/foo", "proxy": format!("http://unix:{}", sock.display())}},
+            ],
+            "m": [
+                {"match": {"uri": "/new", "arguments": {"arg": "val"}},
+                 "action": {"return": 302, "location": "/x?$arg_arg"}},
+                {"action": {"return": 404}},
+            ],
+            "b": [{"action": {"rewrite": "/bar", "return": 200}}],
+        },
+        "access_log": {"path": log.display().to_string(), "format": "$remote_addr $uri $request_uri"},
+    }));
+    let a = rein.bound("127.0.0.1:0");
+    let r = get(a, "/args?arg=val");
+    assert_eq!(r.status, 302, "{r:?}");
+    assert_eq!(r.header("location"), Some("/x?val"));
+    assert_eq!(get(a, "/blah%2Fblah?a=b").status, 200);
+    wait_for("both log lines", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("unix: /bar /foo?a=b\n") && text.contains("127.0.0.1 /foo /blah%2Fblah?a=b\n")
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("127.0.0.1 /new /args?arg=val\n"), "{text}");
+}
