@@ -262,3 +262,62 @@ fn a_rewrite_keeps_the_arguments_and_the_request_uri() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("127.0.0.1 /new /args?arg=val\n"), "{text}");
 }
+
+/// The log line's file, and a wait until a line matching `pred` is in it.
+fn logged(log: &std::path::Path, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let mut found = String::new();
+    wait_for(what, || {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        match text.lines().find(|l| pred(l)) {
+            Some(l) => {
+                found = l.to_owned();
+                true
+            }
+            None => false,
+        }
+    });
+    found
+}
+
+/// `$response_header_*` sees the fields rein's HTTP layer adds as it writes the answer (`Date`,
+/// `Content-Length`, `Connection`), as Unit's test_variables_response_header expects
+/// (`return@Unit/...@...GMT@0@close` for a `return 200` to a `Connection: close` request).
+#[test]
+fn response_header_variables_see_the_fields_rein_adds() {
+    let rein = Rein::start();
+    let log = rein.dir.path().join("access.log");
+    let a = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"access_log": {"path": log.display().to_string(), "format":
+            "return@$response_header_server@$response_header_date@$response_header_content_length@$response_header_connection"}}),
+    );
+    let r = crate::harness::get_with(a, "/", &[("Connection", "close")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+    let line = logged(&log, "the log line", |l| l.starts_with("return@"));
+    let fields: Vec<&str> = line.split('@').collect();
+    assert!(fields[1].starts_with("rein"), "{line}");
+    assert!(fields[2].ends_with(" GMT"), "{line}");
+    assert_eq!(&fields[3..], ["0", "close"], "{line}");
+}
+
+/// `$request_time` counts from the request head's first byte, as Unit's test_variables_request_time checks: a
+/// head sent in two parts a second apart takes at least a second. (The pause is the thing measured, not a
+/// wait for rein; only a lower bound is asserted.)
+#[test]
+fn request_time_counts_from_the_first_byte_of_the_head() {
+    let rein = Rein::start();
+    let log = rein.dir.path().join("access.log");
+    let a = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"access_log": {"path": log.display().to_string(), "format": "$uri $request_time"}}),
+    );
+    let mut c = crate::harness::Conn::open(a);
+    c.send_raw(b"G");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    c.send_raw(b"ET /r_time HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.read().map(|r| r.status), Some(200));
+    let line = logged(&log, "the log line", |l| l.starts_with("/r_time "));
+    let secs: f64 = line["/r_time ".len()..].parse().unwrap();
+    assert!(secs >= 1.0, "{line}");
+}
