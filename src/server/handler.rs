@@ -167,23 +167,17 @@ fn finish(
     Response::from_parts(parts, Body::new(body))
 }
 
-/// An HTTP/1 request after which the connection closes: it says `close`, or it is HTTP/1.0 without
-/// `keep-alive`. The answer then says `Connection: close`, as Unit's does (RFC 9112 §9.6).
+/// An HTTP/1.1 request that says `Connection: close`: its answer says `close` too, as Unit's does (RFC 9112
+/// §9.6). Unit sends no `Connection` to HTTP/1.0 clients, which close unless they asked otherwise.
 fn closes_after(request: &RequestInfo) -> bool {
-    let has = |token: &str| {
-        request
+    request.version == http::Version::HTTP_11
+        && request
             .headers
             .get_all(header::CONNECTION)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case(token))
-    };
-    match request.version {
-        http::Version::HTTP_11 => has("close"),
-        http::Version::HTTP_10 => !has("keep-alive"),
-        _ => false,
-    }
+            .any(|t| t.trim().eq_ignore_ascii_case("close"))
 }
 
 /// The response's fields as they go on the wire, those hyper adds included, for `$response_header_*`.

@@ -321,3 +321,19 @@ fn request_time_counts_from_the_first_byte_of_the_head() {
     let secs: f64 = line["/r_time ".len()..].parse().unwrap();
     assert!(secs >= 1.0, "{line}");
 }
+
+/// A `return`'s `Location` is encoded by Unit's rule (test_return_location): sent as it is when already a
+/// valid URI reference, else encoded whole, a `?` after the first one included.
+#[test]
+fn a_location_is_encoded_as_unit_encodes_it() {
+    let rein = Rein::start();
+    let a = rein.serve(json!([
+        {"match": {"uri": "/q"}, "action": {"return": 301, "location": "/?a?b#c#d"}},
+        {"match": {"uri": "/kept"}, "action": {"return": 301, "location": "/%20?%20#%20"}},
+        {"action": {"return": 301, "location": "$uri?x"}},
+    ]));
+    assert_eq!(get(a, "/q").header("location"), Some("/?a%3Fb#c%23d"));
+    assert_eq!(get(a, "/kept").header("location"), Some("/%20?%20#%20"));
+    // The decoded `$uri` holding a space and a `%`: the whole value is encoded.
+    assert_eq!(get(a, "/a%20b%25").header("location"), Some("/a%20b%25?x"));
+}
