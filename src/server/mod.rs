@@ -16,6 +16,7 @@ mod status;
 mod timeouts;
 mod tracked;
 mod validate;
+mod wire_headers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
