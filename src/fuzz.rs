@@ -108,9 +108,9 @@ pub fn path(data: &[u8]) {
     if req.rewrite(raw).is_ok() {
         assert_normal(&req.path);
         assert!(
-            req.request_uri.bytes().all(|b| b.is_ascii_graphic()),
+            req.target().bytes().all(|b| b.is_ascii_graphic()),
             "{:?}",
-            req.request_uri
+            req.target()
         );
     }
 }

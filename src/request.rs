@@ -29,11 +29,14 @@ pub struct RequestInfo {
     pub method: Method,
     pub version: Version,
     pub headers: HeaderMap,
-    /// The request target exactly as received, path and query (`$request_uri`).
+    /// The request target exactly as received, path and query (`$request_uri`); a `rewrite` leaves it
+    /// as it is, as in Unit.
     pub request_uri: String,
+    /// The target a `rewrite` made: its encoded path with the original query. `None` until one runs.
+    pub rewritten: Option<String>,
     /// The percent-decoded, normalised path (`$uri`).
     pub path: String,
-    /// The query string as received, without the `?` (empty when absent).
+    /// The query string as received, without the `?` (empty when absent); a `rewrite` never changes it.
     pub query: String,
     /// The `Host` header without its port, lowercased (`$host`); empty when absent.
     pub host: String,
@@ -80,6 +83,7 @@ impl RequestInfo {
             version: parts.version,
             headers,
             request_uri,
+            rewritten: None,
             path,
             query,
             host,
@@ -91,27 +95,28 @@ impl RequestInfo {
         (info, error)
     }
 
-    /// Replaces the target after a `rewrite`: the new value may carry its own query string.
+    /// Replaces the path after a `rewrite`, as Unit does: the arguments stay the client's, for later
+    /// matches, `$arg_*` and the target sent on, and a query in the new value is ignored. `$request_uri`
+    /// stays the target as received.
     ///
     /// The value is a target as a client would send it, so a `%XX` in it is an encoding; bytes a request
     /// line cannot carry (a space or CR LF from the decoded `$uri`, say) are percent-encoded first, so the
-    /// target sent upstream is the path asked for, never a different one.
+    /// target sent on is the path asked for, never a different one.
     pub fn rewrite(&mut self, target: &str) -> Result<(), TargetError> {
         let encoded = uri_escape::request_target(target);
-        let (raw_path, query) = match encoded.split_once('?') {
-            Some((p, q)) => (p, Some(q)),
-            None => (&*encoded, None),
-        };
+        let raw_path = encoded.split_once('?').map_or(&*encoded, |(p, _)| p);
         self.path = normalize_path(raw_path)?;
-        if let Some(q) = query {
-            self.query = q.to_owned();
-        }
-        self.request_uri = if self.query.is_empty() {
+        self.rewritten = Some(if self.query.is_empty() {
             raw_path.to_owned()
         } else {
             format!("{raw_path}?{}", self.query)
-        };
+        });
         Ok(())
+    }
+
+    /// The target to send to an upstream or an application: as received, or as the last `rewrite` made it.
+    pub fn target(&self) -> &str {
+        self.rewritten.as_deref().unwrap_or(&self.request_uri)
     }
 }
 
@@ -330,11 +335,30 @@ mod tests {
         assert_eq!(info.path, "/a b\r\nc");
         let new = format!("/v1{}?q=x y", info.path);
         info.rewrite(&new).unwrap();
-        assert_eq!(info.request_uri, "/v1/a%20b%0D%0Ac?q=x%20y");
+        assert_eq!(info.target(), "/v1/a%20b%0D%0Ac");
         assert_eq!(info.path, "/v1/a b\r\nc");
-        assert_eq!(info.query, "q=x%20y");
+        assert_eq!(info.query, "", "a rewrite's query is ignored, as in Unit");
+        assert_eq!(
+            info.request_uri, "/a%20b%0D%0Ac",
+            "$request_uri stays as received"
+        );
         info.rewrite("/kept%2Fas/is").unwrap();
-        assert_eq!(info.request_uri, "/kept%2Fas/is?q=x%20y");
+        assert_eq!(info.target(), "/kept%2Fas/is");
+    }
+
+    #[test]
+    fn a_rewrite_keeps_the_clients_arguments() {
+        let mut parts = http::Request::get("/a?x=1")
+            .header("host", "h")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let (mut info, _) = RequestInfo::from_parts(&mut parts, "http", None, None);
+        info.rewrite("/new?some").unwrap();
+        assert_eq!((info.path.as_str(), info.query.as_str()), ("/new", "x=1"));
+        assert_eq!(info.target(), "/new?x=1");
+        assert_eq!(info.request_uri, "/a?x=1");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Percent-encoding of the URIs rein writes from templates: a `rewrite` result, which becomes the request
-//! target sent upstream (and FastCGI's `REQUEST_URI`), and a `return` action's `location`.
+//! target sent upstream (and FastCGI's `REQUEST_URI`), and a `return` action's `location` (by Unit's rule,
+//! see [`location`]).
 //!
 //! A template can expand to bytes a URI may not hold: `$uri` is decoded, so `/a%20b` gives `/a b`, and
 //! `%0d%0a` gives CR LF. The bytes that would split a request line or a header, or that a field cannot carry
@@ -25,10 +26,74 @@ pub fn request_target(target: &str) -> Cow<'_, str> {
     utf8_percent_encode(target, UNSAFE_IN_TARGET).into()
 }
 
-/// A `Location` value (a URI reference: a fragment is kept) with every unsafe byte encoded, so that the field
-/// is always valid and never splits the response head.
+/// What Unit always encodes in a `Location`: control bytes, space, DEL, every byte above 0x7F, and the
+/// characters RFC 3986 excludes from URIs (`"`, `%`, `<`, `>`, `\\`, `^`, `` ` ``, `{`, `|`, `}`).
+fn unsafe_in_location(b: u8) -> bool {
+    b <= b' ' || b >= 0x7f || b"\"%<>\\^`{|}".contains(&b)
+}
+
+/// A `Location` value, encoded by Unit's rule (its `return` action): a value that is already a valid URI
+/// reference is sent as it is (so a `%20` in it stays an encoding); any other is encoded whole: the unsafe
+/// bytes of [`unsafe_in_location`] (a `%` too), a `?` after the first (which starts the query), and a `?` or
+/// `#` after the first `#` (which starts the fragment). The field is then always valid and never splits the
+/// response head.
 pub fn location(value: &str) -> Cow<'_, str> {
-    utf8_percent_encode(value, UNSAFE).into()
+    if is_encoded_location(value.as_bytes()) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 16);
+    let mut part = Part::Path;
+    for &b in value.as_bytes() {
+        let keep = match b {
+            b'?' if part == Part::Path => {
+                part = Part::Query;
+                true
+            }
+            b'#' if part != Part::Fragment => {
+                part = Part::Fragment;
+                true
+            }
+            b'?' | b'#' => false,
+            _ => !unsafe_in_location(b),
+        };
+        if keep {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Path,
+    Query,
+    Fragment,
+}
+
+/// Whether `bytes` needs no encoding: every `%` starts an escape, no unsafe byte, no second `?` or `#`.
+fn is_encoded_location(bytes: &[u8]) -> bool {
+    let mut part = Part::Path;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3);
+                if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                    return false;
+                }
+                i += 2;
+            }
+            b'?' if part == Part::Path => part = Part::Query,
+            b'#' if part != Part::Fragment => part = Part::Fragment,
+            b'?' | b'#' => return false,
+            b if unsafe_in_location(b) => return false,
+            _ => {}
+        }
+        i += 1;
+    }
+    true
 }
 
 #[cfg(test)]
@@ -67,6 +132,41 @@ mod tests {
             location("/x\r\nSet-Cookie: a=b"),
             "/x%0D%0ASet-Cookie:%20a=b"
         );
-        assert!(matches!(location("/plain|x"), Cow::Borrowed(_)));
+        assert!(matches!(location("/plain?x#y"), Cow::Borrowed(_)));
+    }
+
+    /// Unit's test_return_location, case by case.
+    #[test]
+    fn a_location_is_encoded_as_unit_encodes_it() {
+        let reserved = ":/?#[]@!&'()*+,;=";
+        let unreserved = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~";
+        let cases = [
+            (reserved.to_owned(), reserved.to_owned()),
+            (format!("/?{reserved}"), "/?:/%3F#[]@!&'()*+,;=".to_owned()),
+            ("???".into(), "?%3F%3F".into()),
+            (format!("/#{reserved}"), "/#:/%3F%23[]@!&'()*+,;=".into()),
+            ("##?#?".into(), "#%23%3F%23%3F".into()),
+            (format!("/?#{reserved}"), "/?#:/%3F%23[]@!&'()*+,;=".into()),
+            ("??##".into(), "?%3F#%23".into()),
+            ("/?##?".into(), "/?#%23%3F".into()),
+            (unreserved.into(), unreserved.into()),
+            (
+                " \"%<>\\^`{|}".into(),
+                "%20%22%25%3C%3E%5C%5E%60%7B%7C%7D".into(),
+            ),
+            ("#{|}".into(), "#%7B%7C%7D".into()),
+            ("\u{0}\u{18}\u{1F} !".into(), "%00%18%1F%20!".into()),
+            (
+                "\u{7F}\u{80}н\u{20BD}".into(),
+                "%7F%C2%80%D0%BD%E2%82%BD".into(),
+            ),
+            ("%20".into(), "%20".into()),
+            ("/%20?%20#%20".into(), "/%20?%20#%20".into()),
+            (" %20".into(), "%20%2520".into()),
+            ("/%20?%20#%20 ".into(), "/%2520?%2520#%2520%20".into()),
+        ];
+        for (value, expect) in cases {
+            assert_eq!(location(&value), expect, "{value:?}");
+        }
     }
 }

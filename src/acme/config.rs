@@ -44,6 +44,17 @@ pub struct Managed {
     /// The DNS names, lowercase, in the order written (the first is the subject's).
     pub names: Vec<String>,
     pub key: KeyKind,
+    pub challenge: Proof,
+}
+
+/// How the CA is shown that rein serves a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// HTTP-01: a token answered on a plain-HTTP listener (port 80 for a public CA). The default.
+    Http01,
+    /// TLS-ALPN-01 (RFC 8737): a validation certificate presented on a TLS listener (port 443), for a server
+    /// whose port 80 is closed or taken.
+    TlsAlpn01,
 }
 
 /// The type of a bundle's private key.
@@ -178,7 +189,7 @@ fn certificates(v: &Value, path: &JsonPath) -> Result<BTreeMap<String, Managed>,
 
 fn managed(v: &Value, path: &JsonPath) -> Result<Managed, ConfigError> {
     let map = object(v, path)?;
-    known_keys(map, &["names", "key"], path)?;
+    known_keys(map, &["names", "key", "challenge"], path)?;
     let npath = path.key("names");
     let Some(names) = map.get("names") else {
         return Err(path.error("needs \"names\": the DNS names the certificate is for"));
@@ -198,16 +209,32 @@ fn managed(v: &Value, path: &JsonPath) -> Result<Managed, ConfigError> {
             _ => return Err(path.key("key").error("must be \"ecdsa\" or \"rsa\"")),
         },
     };
-    Ok(Managed { names: out, key })
+    let challenge = match map.get("challenge") {
+        None => Proof::Http01,
+        Some(c) => match string(c, &path.key("challenge"))? {
+            "http-01" => Proof::Http01,
+            "tls-alpn-01" => Proof::TlsAlpn01,
+            _ => {
+                return Err(path
+                    .key("challenge")
+                    .error("must be \"http-01\" or \"tls-alpn-01\""));
+            }
+        },
+    };
+    Ok(Managed {
+        names: out,
+        key,
+        challenge,
+    })
 }
 
-/// A DNS name HTTP-01 can prove: no wildcard (that takes DNS-01), no IP address, letters, digits and hyphens
+/// A DNS name HTTP-01 and TLS-ALPN-01 can prove: no wildcard (that takes DNS-01), no IP address, letters, digits and hyphens
 /// in dot-separated labels.
 fn dns_name(name: &str, path: &JsonPath) -> Result<String, ConfigError> {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     if name.starts_with("*.") {
         return Err(path.error(
-            "a wildcard name needs the DNS-01 challenge; rein answers HTTP-01 only, so list each name",
+            "a wildcard name needs the DNS-01 challenge; rein answers HTTP-01 and TLS-ALPN-01 only, so list each name",
         ));
     }
     if name.parse::<std::net::IpAddr>().is_ok() {

@@ -1,6 +1,7 @@
 //! One issuance: an order for a bundle's names, each name proved by HTTP-01 (the token published in the
-//! challenge map for the plain-HTTP listeners to answer), a new key and its CSR, and the chain the CA signs,
-//! checked as any uploaded bundle is before it is handed to the engine.
+//! challenge map for the plain-HTTP listeners to answer) or by TLS-ALPN-01 (a validation certificate published
+//! for the TLS listeners to present), a new key and its CSR, and the chain the CA signs, checked as any uploaded
+//! bundle is before it is handed to the engine.
 
 use std::time::Duration;
 
@@ -10,9 +11,14 @@ use instant_acme::{
 };
 
 use super::AcmeError;
-use super::challenge::{Challenges, Published};
-use super::config::{KeyKind, Managed};
-use crate::tls::Bundle;
+use std::sync::Arc;
+
+use rustls::pki_types::PrivateKeyDer;
+use rustls::sign::CertifiedKey;
+
+use super::challenge::{self, Challenges};
+use super::config::{KeyKind, Managed, Proof};
+use crate::tls::{Bundle, validation};
 
 /// How long the CA may take to validate the challenges, and then to sign.
 const VALIDATION_TIMEOUT: Duration = Duration::from_secs(120);
@@ -30,7 +36,7 @@ pub async fn issue(
         .collect();
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
     // Held until the order is settled: the CA may look at a token more than once (from several vantage points).
-    let published = prove(&mut order, challenges).await?;
+    let published = prove(&mut order, managed.challenge, challenges).await?;
     let retries = RetryPolicy::new()
         .initial_delay(Duration::from_millis(250))
         .timeout(VALIDATION_TIMEOUT);
@@ -46,8 +52,20 @@ pub async fn issue(
     Bundle::parse(pem.as_bytes(), Some(crate::tls::now())).map_err(AcmeError::Bundle)
 }
 
-/// Publishes the HTTP-01 answer of each pending authorization and tells the CA to look.
-async fn prove(order: &mut Order, challenges: &Challenges) -> Result<Vec<Published>, AcmeError> {
+/// An answer being shown to the CA; dropping it withdraws it. Held for that drop only, never read.
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Published {
+    Http01(challenge::Published),
+    TlsAlpn01(validation::Published),
+}
+
+/// Publishes the answer of each pending authorization and tells the CA to look.
+async fn prove(
+    order: &mut Order,
+    proof: Proof,
+    challenges: &Challenges,
+) -> Result<Vec<Published>, AcmeError> {
     let mut published = Vec::new();
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
@@ -63,11 +81,26 @@ async fn prove(order: &mut Order, challenges: &Challenges) -> Result<Vec<Publish
             }
         }
         let name = authz.identifier().to_string();
+        let (kind, label) = match proof {
+            Proof::Http01 => (ChallengeType::Http01, "http-01"),
+            Proof::TlsAlpn01 => (ChallengeType::TlsAlpn01, "tls-alpn-01"),
+        };
         let mut challenge = authz
-            .challenge(ChallengeType::Http01)
-            .ok_or(AcmeError::NoHttp01(name))?;
+            .challenge(kind)
+            .ok_or_else(|| AcmeError::NoChallenge {
+                kind: label,
+                name: name.clone(),
+            })?;
         let key_authorization = challenge.key_authorization();
-        published.push(challenges.publish(&challenge.token, key_authorization.as_str()));
+        published.push(match proof {
+            Proof::Http01 => {
+                Published::Http01(challenges.publish(&challenge.token, key_authorization.as_str()))
+            }
+            Proof::TlsAlpn01 => {
+                let key = validation_key(&name, key_authorization.digest().as_ref())?;
+                Published::TlsAlpn01(validation::publish(&name, key))
+            }
+        });
         challenge.set_ready().await?;
     }
     Ok(published)
@@ -89,6 +122,24 @@ async fn why_invalid(order: &mut Order) -> String {
     } else {
         reasons.join("; ")
     }
+}
+
+/// The self-signed certificate a TLS-ALPN-01 validation handshake for `name` is shown: that name only, and the
+/// critical acmeIdentifier extension holding the SHA-256 of the key authorization (RFC 8737 §3).
+fn validation_key(name: &str, digest: &[u8]) -> Result<Arc<CertifiedKey>, AcmeError> {
+    let key = rcgen::KeyPair::generate().map_err(AcmeError::Key)?;
+    let mut params =
+        rcgen::CertificateParams::new(vec![name.to_owned()]).map_err(AcmeError::Key)?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
+    let cert = params.self_signed(&key).map_err(AcmeError::Key)?;
+    let der = PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&der)
+        .map_err(|e| AcmeError::Validation(e.to_string()))?;
+    Ok(Arc::new(CertifiedKey::new(
+        vec![cert.der().clone()],
+        signing,
+    )))
 }
 
 /// A new private key of `managed`'s kind (PEM) and a CSR (DER) for its names.

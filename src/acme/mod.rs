@@ -3,7 +3,7 @@
 //!
 //! The pieces: [`config`] compiles the section with the rest of the document; [`placeholder`] lets a listener
 //! name a bundle before it is issued; [`challenge`] is the map of HTTP-01 tokens the plain-HTTP listeners answer
-//! from; [`account`] keeps the account key in `STATE/acme/`; [`issue`] runs one order; [`schedule`] says when to
+//! from (TLS-ALPN-01's validation certificates are in [`crate::tls::validation`], where the TLS listeners look); [`account`] keeps the account key in `STATE/acme/`; [`issue`] runs one order; [`schedule`] says when to
 //! renew and how long to back off; [`task`] drives it all; [`status`] is what `/status` shows. An issued bundle
 //! goes through [`crate::engine::Engine::replace_certificate`], the change path the API's certificates take, so
 //! it is saved in `STATE/certs/` and listed under `/certificates` like an uploaded one.
@@ -67,8 +67,10 @@ pub enum AcmeError {
     Protocol(#[from] instant_acme::Error),
     #[error("the CA refused the order: {0}")]
     Refused(String),
-    #[error("the CA offers no HTTP-01 challenge for {0}")]
-    NoHttp01(String),
+    #[error("the CA offers no {kind} challenge for {name}")]
+    NoChallenge { kind: &'static str, name: String },
+    #[error("cannot make the TLS-ALPN-01 validation certificate: {0}")]
+    Validation(String),
     #[error("cannot make the certificate's key: {0}")]
     Key(rcgen::Error),
     #[error("the certificate the CA issued is not usable: {0}")]

@@ -39,10 +39,8 @@ fn scope(req: &RequestInfo, script: &Script) -> Option<Vec<u8>> {
     if name.contains(&0) || info.contains(&0) {
         return None;
     }
-    let raw_path = match req.request_uri.split_once('?') {
-        Some((path, _)) => path,
-        None => &req.request_uri,
-    };
+    let target = req.target();
+    let raw_path = target.split_once('?').map_or(target, |(path, _)| path);
     let (host, port) = client(req);
     let server = server_name(req);
     let server_port = ascii::number(server_port(req).into());

@@ -71,7 +71,7 @@ pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>)
     let mut p = Params::with_capacity(1024);
     p.push("SCRIPT_NAME", &script.name);
     p.push("PATH_INFO", &script.path_info);
-    p.push("REQUEST_URI", &req.request_uri);
+    p.push("REQUEST_URI", req.target());
     p.push("QUERY_STRING", &req.query);
     p.push("REQUEST_METHOD", req.method.as_str());
     if let Some(ct) = req.headers.get(CONTENT_TYPE) {

@@ -211,6 +211,59 @@ impl Gathered {
     }
 }
 
+/// A body with its first frame already taken (to see whether it was an error) and put back in front.
+pub struct Prefixed<B> {
+    first: Option<Frame<Bytes>>,
+    inner: B,
+}
+
+impl<B> Prefixed<B> {
+    pub fn new(first: Option<Frame<Bytes>>, inner: B) -> Self {
+        Prefixed { first, inner }
+    }
+}
+
+impl<B> HttpBody for Prefixed<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Some(frame) = self.first.take() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let inner = self.inner.size_hint();
+        let Some(n) = self
+            .first
+            .as_ref()
+            .and_then(Frame::data_ref)
+            .map(|d| d.len() as u64)
+        else {
+            return inner;
+        };
+        // The upper bound first: `set_lower` refuses a lower bound above the current upper one.
+        let mut hint = SizeHint::new();
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(n));
+        }
+        hint.set_lower(inner.lower().saturating_add(n));
+        hint
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

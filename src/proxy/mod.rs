@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{Method, Response, StatusCode};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
@@ -54,7 +55,8 @@ async fn try_forward(
     let req = out.request;
     let upgrading = headers::wants_upgrade(&req.headers);
     let (body, upload) = upload(out.body, out.max_body_size, out.state);
-    let mut heads = Heads::new(req, upgrading, body.is_some());
+    let uploading = body.is_some();
+    let mut heads = Heads::new(req, upgrading, uploading);
     let replayable = body.is_none() && is_idempotent(&req.method);
     let plan = retry::Plan {
         client: client_ip(req.remote),
@@ -74,7 +76,7 @@ async fn try_forward(
                 return buffered(response, slot).await.map_err(Failed::sent);
             }
             let client = client_upgrade.lock().ok().and_then(|mut u| u.take());
-            Ok(respond(response, slot, upgrading, client))
+            respond(response, slot, upgrading, client, uploading).map_err(Failed::sent)
         }
     })
     .await
@@ -213,7 +215,7 @@ fn upstream_head(
         .iter()
         .map(|(n, v)| n.as_str().len() + v.len() + 4)
         .sum();
-    let mut head = HeadWriter::new(&req.method, &req.request_uri, fields + 96);
+    let mut head = HeadWriter::new(&req.method, req.target(), fields + 96);
     headers::write_upstream_fields(
         &mut head,
         &req.headers,
@@ -272,21 +274,35 @@ async fn read_whole<B: http_body::Body<Data = Bytes> + Unpin>(
 
 /// The server's answer as it goes to the client: hop-by-hop fields removed, the body streamed back, or, for a
 /// `101 Switching Protocols`, a tunnel between the two upgraded connections.
+///
+/// A body already known to be broken when the head arrives (an invalid first chunk in the same read) is a
+/// 502, as in Unit, rather than a head whose body is cut at once. The body is only looked at, not waited
+/// for: a server that streams (events, a long poll) has its head sent on at once. Not while the request's
+/// body may still be going up (`uploading`): the same exchange drives both, and a look that cannot wait
+/// must not be what polls the upload.
 fn respond(
     response: Response<ResponseBody>,
     slot: Slot,
     upgrading: bool,
     client: Option<OnUpgrade>,
-) -> Response<Body> {
+    uploading: bool,
+) -> Result<Response<Body>, ProxyError> {
     let (mut parts, mut answer) = response.into_parts();
     let switching = upgrading && parts.status == StatusCode::SWITCHING_PROTOCOLS;
     headers::strip_hop_by_hop(&mut parts.headers, switching);
     if switching && let (Some(client), Some(server)) = (client, answer.take_upgraded()) {
         slot.record(true);
         tokio::spawn(tunnel(client, server, slot));
-        return Response::from_parts(parts, rbody::empty());
+        return Ok(Response::from_parts(parts, rbody::empty()));
     }
-    Response::from_parts(parts, Body::new(Held::new(answer, slot)))
+    let peek = (!uploading).then(|| http_body_util::BodyExt::frame(&mut answer).now_or_never());
+    let first = match peek.flatten() {
+        Some(Some(Err(e))) => return Err(broken(&slot, e)),
+        Some(Some(Ok(frame))) => Some(frame),
+        Some(None) | None => None,
+    };
+    let held = Held::new(body::Prefixed::new(first, answer), slot);
+    Ok(Response::from_parts(parts, Body::new(held)))
 }
 
 /// Copies bytes both ways between the client and the server after an upgrade, until either side closes.

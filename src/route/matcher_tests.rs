@@ -12,6 +12,7 @@ pub(crate) fn request(method: &str, target: &str) -> RequestInfo {
         version: Version::HTTP_11,
         headers: HeaderMap::new(),
         request_uri: target.to_owned(),
+        rewritten: None,
         path: crate::request::normalize_path(path).expect("path"),
         query: query.to_owned(),
         host: "example.com".to_owned(),

@@ -134,6 +134,8 @@ pub async fn start<S>(
     };
     let protocol = match stream.get_ref().1.alpn_protocol() {
         Some(b"h2") => Protocol::Http2,
+        // An ACME CA's TLS-ALPN-01 validation: the handshake was the whole exchange (RFC 8737 §3).
+        Some(crate::tls::ACME_TLS) => return,
         _ => Protocol::Http1,
     };
     serve(
@@ -170,6 +172,8 @@ async fn serve<S>(
         http2,
         max_head,
     } = limits;
+    let frames = super::h2_floods::Frames::new(protocol != Protocol::Http1);
+    let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
     let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
     let svc = {

@@ -23,7 +23,9 @@ pub async fn handle(
     info: Arc<ConnInfo>,
     shared: Arc<Shared>,
 ) -> Response<Body> {
-    let started = Instant::now();
+    // `$request_time` counts from the head's first byte, as Unit's does: a client slow to send its head
+    // is part of it.
+    let started = info.state.take_head_started().unwrap_or_else(Instant::now);
     let wall = SystemTime::now();
     let books = Books::open(&info.state, &shared);
     let published = match shared.current.load_full() {
@@ -143,19 +145,51 @@ fn finish(
     response
         .headers_mut()
         .insert(header::SERVER, HeaderValue::from_static(server));
+    if closes_after(&request) && !response.headers().contains_key(header::CONNECTION) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     let log = published
         .access_log
         .clone()
         .map(|sink| super::tracked::LogEntry {
+            headers: logged_headers(&response, &request),
             sink,
             published: published.clone(),
             request,
             status: response.status().as_u16(),
-            headers: response.headers().clone(),
             started,
             wall,
         });
     let (parts, body) = response.into_parts();
     let body = Tracked::new(body, books, log);
     Response::from_parts(parts, Body::new(body))
+}
+
+/// An HTTP/1.1 request that says `Connection: close`: its answer says `close` too, as Unit's does (RFC 9112
+/// §9.6). Unit sends no `Connection` to HTTP/1.0 clients, which close unless they asked otherwise.
+fn closes_after(request: &RequestInfo) -> bool {
+    request.version == http::Version::HTTP_11
+        && request
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("close"))
+}
+
+/// The response's fields as they go on the wire, those hyper adds included, for `$response_header_*`.
+fn logged_headers(response: &Response<Body>, request: &RequestInfo) -> http::HeaderMap {
+    use http_body::Body as _;
+    let mut headers = response.headers().clone();
+    let framing = super::wire_headers::Framing {
+        method: &request.method,
+        version: request.version,
+        status: response.status(),
+        length: response.body().size_hint().exact(),
+    };
+    super::wire_headers::add(&mut headers, &framing);
+    headers
 }

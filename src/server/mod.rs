@@ -9,6 +9,7 @@ mod actions;
 pub(crate) mod admission;
 mod conn;
 mod error_answer;
+mod h2_floods;
 mod handler;
 mod listener;
 mod request_body;
@@ -17,6 +18,7 @@ mod status;
 mod timeouts;
 mod tracked;
 mod validate;
+mod wire_headers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

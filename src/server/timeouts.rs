@@ -43,6 +43,8 @@ pub struct ConnState {
     /// The task waiting on a read: woken at each change so it re-arms its deadline for the new phase
     /// (hyper does not poll a read it is already waiting on).
     reader: AtomicWaker,
+    /// When the first byte of the request head now arriving was read: Unit's `$request_time` counts from it.
+    head_started: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl ConnState {
@@ -60,6 +62,18 @@ impl ConnState {
         self.active.fetch_sub(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.reader.wake();
+    }
+
+    /// When the current request's head began to arrive, taken once: `None` for a request whose bytes came
+    /// with the one before it (pipelined) or on HTTP/2, where the request starts when the handler does.
+    pub fn take_head_started(&self) -> Option<std::time::Instant> {
+        self.head_started.lock().ok()?.take()
+    }
+
+    fn head_arrives(&self) {
+        if let Ok(mut at) = self.head_started.lock() {
+            *at = Some(std::time::Instant::now());
+        }
     }
 
     /// Marks the stretch during which the handler consumes the request body.
@@ -237,6 +251,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             Phase::Idle => {
                 self.phase = Phase::Header;
                 self.rearm_read();
+                self.state.head_arrives();
             }
             Phase::Body => self.rearm_read(),
             Phase::Header | Phase::Quiet => {}

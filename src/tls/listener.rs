@@ -18,8 +18,9 @@ use super::store::Certificates;
 use crate::config::walk::{boolean, integer, known_keys, object, seconds, string, strings};
 use crate::config::{ConfigError, JsonPath};
 
-/// ALPN protocols offered, best first: HTTP/2, then HTTP/1.1.
-const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+/// ALPN protocols offered, best first: HTTP/2, then HTTP/1.1; and the ACME CA's, which only its validation
+/// handshakes offer (the connection then ends after the handshake).
+const ALPN: [&[u8]; 3] = [b"h2", b"http/1.1", super::validation::ACME_TLS];
 
 /// Sessions kept for resumption when `session.cache_size` is not given.
 const DEFAULT_CACHE: u64 = 10_240;
@@ -209,7 +210,8 @@ fn server_config(
     Ok(Arc::new(config))
 }
 
-/// Picks the bundle whose names cover the client's SNI, else the first.
+/// Picks the bundle whose names cover the client's SNI, else the first; a TLS-ALPN-01 validation handshake
+/// gets its validation certificate instead.
 #[derive(Debug)]
 struct Sni {
     bundles: Vec<Arc<Bundle>>,
@@ -217,6 +219,9 @@ struct Sni {
 
 impl ResolvesServerCert for Sni {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(validation) = super::validation::lookup(&hello) {
+            return Some(validation);
+        }
         let chosen = hello
             .server_name()
             .map(str::to_ascii_lowercase)

@@ -9,6 +9,7 @@ mod bundle;
 mod describe;
 mod listener;
 mod store;
+pub mod validation;
 
 use std::sync::{Arc, OnceLock};
 
@@ -16,6 +17,7 @@ pub use bundle::{Bundle, BundleError, MAX_BUNDLE};
 pub use describe::date;
 pub use listener::{ListenerTls, compile};
 pub use store::{CertDir, Certificates, valid_name};
+pub use validation::ACME_TLS;
 
 /// The bundles the listeners of `doc` name.
 pub fn used_names(doc: &serde_json::Value) -> std::collections::BTreeSet<String> {

@@ -24,6 +24,7 @@ fn request() -> RequestInfo {
         version: Version::HTTP_11,
         headers,
         request_uri: "/a%20b/../c?Color=Red&Color=Blue&q1=x+y&na%6De=v".to_owned(),
+        rewritten: None,
         path: "/c".to_owned(),
         query: "Color=Red&Color=Blue&q1=x+y&na%6De=v".to_owned(),
         host: "example.com.".to_owned(),

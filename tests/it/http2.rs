@@ -206,6 +206,77 @@ fn a_continuation_flood_is_cut_off_and_other_clients_are_served() {
     assert_eq!(curl(addr, "/ten.txt", &[]).0, "2 200");
 }
 
+/// Sends `flood` after a request whose body stays open, from a thread of its own (a server that stops reading
+/// must not stall the test), and says whether rein closed the connection.
+fn flooded_and_closed(addr: SocketAddr, flood: Vec<u8>) -> bool {
+    let mut attacker = TcpStream::connect(addr).unwrap();
+    attacker.set_read_timeout(Some(DEADLINE)).unwrap();
+    attacker.set_write_timeout(Some(DEADLINE)).unwrap();
+    attacker.write_all(PREFACE).unwrap();
+    attacker
+        .write_all(&frame(1, 0x4, 1, &post_block()))
+        .unwrap();
+    let mut writer = attacker.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let _ = writer.write_all(&flood);
+    });
+    // Closed: the reads end (after whatever frames rein sent first) rather than time out.
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match attacker.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) => {
+                break !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                );
+            }
+        }
+    };
+    drop(attacker);
+    sender.join().unwrap();
+    closed
+}
+
+/// A POST /echo in HPACK, its body to follow.
+fn post_block() -> Vec<u8> {
+    let mut block = vec![0x83, 0x86, 0x04, 5];
+    block.extend_from_slice(b"/echo");
+    block.extend_from_slice(&[0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    block
+}
+
+#[test]
+fn floods_of_empty_frames_pings_and_tiny_data_are_cut_off() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    let addr = h2c(&rein, &backend);
+    let floods = [
+        ("empty DATA", frame(0, 0, 1, b"")),
+        ("PING", frame(6, 0, 0, b"12345678")),
+        ("one-byte DATA", frame(0, 0, 1, b"x")),
+    ];
+    for (what, one) in floods {
+        let flood: Vec<u8> = std::iter::repeat_n(one, 50_000).flatten().collect();
+        assert!(flooded_and_closed(addr, flood), "{what} flood not cut off");
+        assert_eq!(
+            curl(addr, "/ten.txt", &[]).0,
+            "2 200",
+            "after the {what} flood"
+        );
+    }
+    let log = rein.log_text();
+    for reason in [
+        "empty HTTP/2 frames",
+        "control frames",
+        "DATA in frames of under",
+    ] {
+        assert!(log.contains(reason), "no {reason:?} in the log:\n{log}");
+    }
+}
+
 /// curl uploading `size` bytes to `path` over HTTP/1.1 at `rate` bytes per second: the status it ends with.
 fn slow_upload_http1(addr: SocketAddr, path: &str, rate: u32, size: usize) -> String {
     let dir = tempfile::tempdir().unwrap();

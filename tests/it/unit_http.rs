@@ -343,3 +343,34 @@ fn raw_spaces_and_brackets_in_a_target_are_served() {
     c.send_raw(b"GET /nothing <here> HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(c.read().map(|r| r.status), Some(404));
 }
+
+/// An upstream whose chunked body is invalid from its first chunk: nothing has been sent to the client yet,
+/// so it gets 502, as from Unit; one whose body goes bad after good data: the head is out, so the client's
+/// connection is closed before a complete body (never a 200 that looks whole).
+#[test]
+fn an_invalid_chunked_body_from_an_upstream_is_a_502_or_a_cut() {
+    let (bad_first, _) = fixed_upstream(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+    );
+    let (bad_later, _) = fixed_upstream(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\nabc\r\n0\r\n\r\n",
+    );
+    let rein = Rein::start();
+    let a = rein.serve(json!([
+        {"match": {"uri": "/first"}, "action": {"proxy": format!("http://{bad_first}")}},
+        {"action": {"proxy": format!("http://{bad_later}")}},
+    ]));
+    let r = Conn::open(a).get("/first", &[]);
+    assert_eq!(r.status, 502, "{r:?}");
+    let mut c = Conn::open(a);
+    c.send_raw(b"GET /later HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut all = Vec::new();
+    let _ = std::io::Read::read_to_end(c.reader(), &mut all);
+    let text = String::from_utf8_lossy(&all);
+    // The bad chunk arrives with the good one here, so this is a 502 too; had it come later, the head would
+    // be out and the body cut. Either way the client never sees a body that ends as if complete.
+    assert!(
+        text.starts_with("HTTP/1.1 502") || !text.ends_with("0\r\n\r\n"),
+        "{text:?}"
+    );
+}

@@ -218,3 +218,122 @@ fn a_unix_socket_client_is_logged_as_unix() {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("[unix:]"))
     });
 }
+
+// ----- rewrite and variables ------------------------------------------------------------------------------
+
+/// Unit's `rewrite` changes the path only: later matches, `$arg_*` and the target sent upstream keep the
+/// client's arguments (a query in the rewrite is ignored: Unit's test_rewrite_arguments), and `$request_uri`
+/// stays the target as the client sent it (Unit's test_variables_request_uri, "rewrite set $request_uri
+/// before proxy").
+#[test]
+fn a_rewrite_keeps_the_arguments_and_the_request_uri() {
+    let rein = Rein::start();
+    let sock = rein.dir.path().join("b.sock");
+    let log = rein.dir.path().join("access.log");
+    rein.configure(json!({
+        "listeners": {
+            "127.0.0.1:0": {"pass": "routes/a"},
+            format!("unix:{}", sock.display()): {"pass": "routes/b"},
+        },
+        "routes": {
+            "a": [
+                {"match": {"uri": "/args", "arguments": {"arg": "val"}},
+                 "action": {"rewrite": "/new?some", "pass": "routes/m"}},
+                {"action": {"rewrite": "/foo", "proxy": format!("http://unix:{}", sock.display())}},
+            ],
+            "m": [
+                {"match": {"uri": "/new", "arguments": {"arg": "val"}},
+                 "action": {"return": 302, "location": "/x?$arg_arg"}},
+                {"action": {"return": 404}},
+            ],
+            "b": [{"action": {"rewrite": "/bar", "return": 200}}],
+        },
+        "access_log": {"path": log.display().to_string(), "format": "$remote_addr $uri $request_uri"},
+    }));
+    let a = rein.bound("127.0.0.1:0");
+    let r = get(a, "/args?arg=val");
+    assert_eq!(r.status, 302, "{r:?}");
+    assert_eq!(r.header("location"), Some("/x?val"));
+    assert_eq!(get(a, "/blah%2Fblah?a=b").status, 200);
+    wait_for("both log lines", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("unix: /bar /foo?a=b\n") && text.contains("127.0.0.1 /foo /blah%2Fblah?a=b\n")
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("127.0.0.1 /new /args?arg=val\n"), "{text}");
+}
+
+/// The log line's file, and a wait until a line matching `pred` is in it.
+fn logged(log: &std::path::Path, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let mut found = String::new();
+    wait_for(what, || {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        match text.lines().find(|l| pred(l)) {
+            Some(l) => {
+                found = l.to_owned();
+                true
+            }
+            None => false,
+        }
+    });
+    found
+}
+
+/// `$response_header_*` sees the fields rein's HTTP layer adds as it writes the answer (`Date`,
+/// `Content-Length`, `Connection`), as Unit's test_variables_response_header expects
+/// (`return@Unit/...@...GMT@0@close` for a `return 200` to a `Connection: close` request).
+#[test]
+fn response_header_variables_see_the_fields_rein_adds() {
+    let rein = Rein::start();
+    let log = rein.dir.path().join("access.log");
+    let a = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"access_log": {"path": log.display().to_string(), "format":
+            "return@$response_header_server@$response_header_date@$response_header_content_length@$response_header_connection"}}),
+    );
+    let r = crate::harness::get_with(a, "/", &[("Connection", "close")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+    let line = logged(&log, "the log line", |l| l.starts_with("return@"));
+    let fields: Vec<&str> = line.split('@').collect();
+    assert!(fields[1].starts_with("rein"), "{line}");
+    assert!(fields[2].ends_with(" GMT"), "{line}");
+    assert_eq!(&fields[3..], ["0", "close"], "{line}");
+}
+
+/// `$request_time` counts from the request head's first byte, as Unit's test_variables_request_time checks: a
+/// head sent in two parts a second apart takes at least a second. (The pause is the thing measured, not a
+/// wait for rein; only a lower bound is asserted.)
+#[test]
+fn request_time_counts_from_the_first_byte_of_the_head() {
+    let rein = Rein::start();
+    let log = rein.dir.path().join("access.log");
+    let a = rein.serve_with(
+        json!([{"action": {"return": 200}}]),
+        json!({"access_log": {"path": log.display().to_string(), "format": "$uri $request_time"}}),
+    );
+    let mut c = crate::harness::Conn::open(a);
+    c.send_raw(b"G");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    c.send_raw(b"ET /r_time HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.read().map(|r| r.status), Some(200));
+    let line = logged(&log, "the log line", |l| l.starts_with("/r_time "));
+    let secs: f64 = line["/r_time ".len()..].parse().unwrap();
+    assert!(secs >= 1.0, "{line}");
+}
+
+/// A `return`'s `Location` is encoded by Unit's rule (test_return_location): sent as it is when already a
+/// valid URI reference, else encoded whole, a `?` after the first one included.
+#[test]
+fn a_location_is_encoded_as_unit_encodes_it() {
+    let rein = Rein::start();
+    let a = rein.serve(json!([
+        {"match": {"uri": "/q"}, "action": {"return": 301, "location": "/?a?b#c#d"}},
+        {"match": {"uri": "/kept"}, "action": {"return": 301, "location": "/%20?%20#%20"}},
+        {"action": {"return": 301, "location": "$uri?x"}},
+    ]));
+    assert_eq!(get(a, "/q").header("location"), Some("/?a%3Fb#c%23d"));
+    assert_eq!(get(a, "/kept").header("location"), Some("/%20?%20#%20"));
+    // The decoded `$uri` holding a space and a `%`: the whole value is encoded.
+    assert_eq!(get(a, "/a%20b%25").header("location"), Some("/a%20b%25?x"));
+}

@@ -273,3 +273,77 @@ fn acme_listener_serves_a_placeholder_until_issued() {
         204
     );
 }
+
+#[test]
+fn acme_tls_alpn_01_issues_through_the_tls_listener_alone() {
+    let rein = Rein::start();
+    // No plain listener at all: the CA validates each name with a handshake on the TLS listener. Until Pebble
+    // runs, the CA named is one nobody answers for.
+    let acme = |directory: &str, ca: &str| {
+        json!({
+            "directory": directory,
+            "accept_terms": true,
+            "ca": ca,
+            "certificates": {"site": {"names": NAMES, "challenge": "tls-alpn-01"}},
+        })
+    };
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "tls": {"certificate": "site"}}},
+        "routes": [{"action": {"return": 204}}],
+        "acme": acme("https://127.0.0.1:1/dir", "/nonexistent/ca.pem"),
+    }));
+    let tls = rein.bound("127.0.0.1:0");
+    let nothing_there = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let http_port = nothing_there.local_addr().unwrap().port();
+    drop(nothing_there);
+    let Some(pebble) = Pebble::start_validating(rein.dir.path(), http_port, tls.port(), 7_776_000)
+    else {
+        return;
+    };
+    let ca = pebble.https_ca_file.display().to_string();
+    let body = acme(&pebble.directory, &ca).to_string();
+    assert_eq!(rein.api("PUT", "/config/acme", Some(&body)).0, 200);
+    let site = wait_site(&rein, "issuance by TLS-ALPN-01", |s| s["state"] == "valid");
+    assert_eq!(site["last_error"], Value::Null);
+    let client = pebble.client();
+    for name in NAMES {
+        let mut conn = TlsConn::open(tls, name, client.clone());
+        assert_eq!(conn.peer_names(), NAMES.map(|n| format!("DNSName({n})")));
+        assert_eq!(conn.get("/", name).status, 204);
+    }
+    // The validation certificates are withdrawn once the order is settled: a handshake offering acme-tls/1
+    // now gets the issued bundle, and no HTTP.
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-alpn",
+            "acme-tls/1",
+            "-servername",
+            "example.com",
+        ])
+        .arg("-connect")
+        .arg(tls.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ALPN protocol: acme-tls/1"), "{text}");
+    assert!(text.contains("Pebble"), "{text}");
+}
+
+#[test]
+fn acme_challenge_must_be_one_rein_answers() {
+    let rein = Rein::start();
+    let (status, refused) = rein.api(
+        "PUT",
+        "/config/acme",
+        Some(r#"{"accept_terms": true, "certificates": {"site": {"names": ["example.com"], "challenge": "dns-01"}}}"#),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        refused["detail"].as_str().unwrap().starts_with(
+            "acme/certificates/site/challenge: must be \"http-01\" or \"tls-alpn-01\""
+        ),
+        "{refused}"
+    );
+}

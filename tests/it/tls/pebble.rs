@@ -1,7 +1,7 @@
 //! Pebble, Let's Encrypt's test CA, run by the ACME tests: its binaries (installed by scripts/test.sh into
 //! `target/tools/`, or here with `go install` if Go is there), a configuration made per test, and
-//! pebble-challtestsrv as its DNS server, answering 127.0.0.1 for every name so that its HTTP-01 validation
-//! reaches rein's plain listener.
+//! pebble-challtestsrv as its DNS server, answering 127.0.0.1 for every name so that its HTTP-01 and TLS-ALPN-01
+//! validations reach rein's listeners.
 //!
 //! Pebble cannot bind port 0, so its ports are found free by binding 0 and releasing the port.
 
@@ -84,6 +84,16 @@ impl Pebble {
     /// Starts Pebble validating HTTP-01 on `http_port`, issuing certificates valid `validity` seconds; `None`
     /// when Pebble cannot be installed.
     pub fn start(dir: &Path, http_port: u16, validity: u64) -> Option<Pebble> {
+        Pebble::start_validating(dir, http_port, free_port(), validity)
+    }
+
+    /// Starts Pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls_port` (of 127.0.0.1).
+    pub fn start_validating(
+        dir: &Path,
+        http_port: u16,
+        tls_port: u16,
+        validity: u64,
+    ) -> Option<Pebble> {
         let bin = binaries()?;
         let https_ca = Ca::new();
         let (cert, key) = https_ca.leaf(&["localhost"], Alg::Ecdsa, (-1, 30));
@@ -100,7 +110,7 @@ impl Pebble {
             "certificate": file("pebble-cert.pem", &cert),
             "privateKey": file("pebble-key.pem", &key.serialize_pem()),
             "httpPort": http_port,
-            "tlsPort": free_port(),
+            "tlsPort": tls_port,
             "ocspResponderURL": "",
             "externalAccountBindingRequired": false,
             "retryAfter": {"authz": 1, "order": 1},

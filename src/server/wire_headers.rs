@@ -1,0 +1,111 @@
+//! The header fields the HTTP layer (hyper) adds to a response as it writes it: `Date`, `Content-Length` or
+//! `Transfer-Encoding: chunked`. They are not in the response rein hands over, so the access log's
+//! `$response_header_*` would miss them; Unit logs what it sent, and so does rein, by adding the same fields
+//! to the log's copy by hyper's own rules.
+
+use std::time::SystemTime;
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
+
+/// The response as hyper is about to frame it.
+pub(super) struct Framing<'a> {
+    pub method: &'a Method,
+    pub version: Version,
+    pub status: StatusCode,
+    /// The body's exact length, when it is known before it is sent.
+    pub length: Option<u64>,
+}
+
+/// Adds to `headers` the fields hyper writes for a response framed as `f` that it does not already have.
+pub(super) fn add(headers: &mut HeaderMap, f: &Framing<'_>) {
+    if !headers.contains_key(header::DATE) {
+        let now = httpdate::fmt_http_date(SystemTime::now());
+        if let Ok(v) = HeaderValue::try_from(now) {
+            headers.insert(header::DATE, v);
+        }
+    }
+    if headers.contains_key(header::CONTENT_LENGTH)
+        || headers.contains_key(header::TRANSFER_ENCODING)
+    {
+        return;
+    }
+    let no_length = f.status.is_informational()
+        || matches!(f.status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
+        || (f.method == Method::CONNECT && f.status.is_success());
+    match f.length {
+        // hyper writes `Content-Length: 0` for an empty body, except to HEAD.
+        Some(0) if no_length || f.method == Method::HEAD => {}
+        Some(n) if !no_length => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        Some(_) => {}
+        None if no_length || f.method == Method::HEAD || f.version != Version::HTTP_11 => {}
+        None => {
+            headers.insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(method: &Method, status: u16, version: Version, length: Option<u64>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let f = Framing {
+            method,
+            version,
+            status: StatusCode::from_u16(status).unwrap(),
+            length,
+        };
+        add(&mut h, &f);
+        h
+    }
+
+    #[test]
+    fn adds_what_hyper_writes() {
+        let get = Method::GET;
+        let h = framed(&get, 200, Version::HTTP_11, Some(5));
+        assert_eq!(h["content-length"], "5");
+        assert!(h.contains_key("date"));
+        assert_eq!(
+            framed(&get, 200, Version::HTTP_11, Some(0))["content-length"],
+            "0"
+        );
+        assert_eq!(
+            framed(&get, 200, Version::HTTP_11, None)["transfer-encoding"],
+            "chunked"
+        );
+        assert!(!framed(&get, 200, Version::HTTP_10, None).contains_key("transfer-encoding"));
+        assert!(!framed(&get, 204, Version::HTTP_11, Some(0)).contains_key("content-length"));
+        assert!(!framed(&get, 304, Version::HTTP_11, None).contains_key("transfer-encoding"));
+        let head = Method::HEAD;
+        assert!(!framed(&head, 200, Version::HTTP_11, Some(0)).contains_key("content-length"));
+        assert_eq!(
+            framed(&head, 200, Version::HTTP_11, Some(7))["content-length"],
+            "7"
+        );
+    }
+
+    #[test]
+    fn keeps_what_the_response_has() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(header::DATE, HeaderValue::from_static("then"));
+        let f = Framing {
+            method: &Method::GET,
+            version: Version::HTTP_11,
+            status: StatusCode::OK,
+            length: Some(3),
+        };
+        add(&mut h, &f);
+        assert_eq!(h["date"], "then");
+        assert!(!h.contains_key("content-length"));
+    }
+}
