@@ -47,15 +47,27 @@ pub(crate) fn escaped(data: &[u8]) -> Option<Vec<u8>> {
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Where the first line of `data` ends (its `\n`), if it holds `<`, `>`, `` ` `` or more than two spaces.
-/// Branch-free over the line, which the compiler turns into vector instructions: this runs for every request.
+/// The common line (`GET /path HTTP/1.1`) is told apart with a few vector searches: its two spaces, the
+/// version right after the second, and none of the three bytes in between. This runs for every request.
 fn line_needing_escape(data: &[u8]) -> Option<usize> {
-    let end = memchr::memchr(b'\n', data)?;
-    let (mut spaces, mut refused) = (0u32, 0u32);
-    for &b in &data[..end] {
-        spaces += u32::from(b == b' ');
-        refused |= u32::from(b == b'<') | u32::from(b == b'>') | u32::from(b == b'`');
+    if let Some(first) = memchr::memchr(b' ', data) {
+        let rest = &data[first + 1..];
+        if let Some(second) = memchr::memchr(b' ', rest) {
+            let after = &rest[second + 1..];
+            let plain = after.len() >= 9
+                && after.starts_with(b"HTTP/1.")
+                && matches!(after[8], b'\r' | b'\n')
+                && memchr::memchr3(b'<', b'>', b'`', &rest[..second]).is_none();
+            if plain {
+                return None;
+            }
+        }
     }
-    (refused != 0 || spaces > 2).then_some(end)
+    let end = memchr::memchr(b'\n', data)?;
+    let line = &data[..end];
+    let spaces = memchr::memchr_iter(b' ', line).count();
+    let refused = memchr::memchr3(b'<', b'>', b'`', line).is_some();
+    (refused || spaces > 2).then_some(end)
 }
 
 #[cfg(test)]
@@ -87,6 +99,9 @@ mod tests {
             "G(T /a b HTTP/1.1\r\n",
             "GET  HTTP/1.1\r\n",
             "hello world, this is a body\n",
+            "GET /a HTTP/1.1\r\n",
+            "GET /a HTTP/1.",
+            "GET /a\r\n",
         ] {
             assert_eq!(esc(s), None, "{s:?}");
         }

@@ -371,8 +371,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         }
     }
 
-    /// Writes what is owed of a replaced answer.
+    /// Writes what is owed of a replaced answer (nearly always nothing).
+    #[inline]
     fn poll_owed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.owed.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        self.poll_owed_slow(cx)
+    }
+
+    #[cold]
+    fn poll_owed_slow(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.owed.is_empty() {
             let owed = std::mem::take(&mut self.owed);
             let r = self.io().poll_write(cx, &owed);
