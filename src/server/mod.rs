@@ -7,6 +7,7 @@
 mod access_log;
 mod actions;
 pub(crate) mod admission;
+mod coalesce;
 mod conn;
 mod h2_floods;
 mod handler;
