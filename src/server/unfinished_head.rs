@@ -54,13 +54,10 @@ fn ending(error: &(dyn Error + 'static), began: bool) -> Option<(StatusCode, u64
             return None;
         }
         if e.is_parse_too_large() {
-            return Some((too_large(e), hyper_answer_body(too_large(e))));
+            return Some((too_large(e), HYPER_ANSWER_BODY));
         }
         if e.is_parse() {
-            return Some((
-                StatusCode::BAD_REQUEST,
-                hyper_answer_body(StatusCode::BAD_REQUEST),
-            ));
+            return Some((StatusCode::BAD_REQUEST, HYPER_ANSWER_BODY));
         }
         // The client closed before its head was whole: Unit logs a 400 it could not send.
         if e.is_incomplete_message() && began {
@@ -80,10 +77,8 @@ fn too_large(e: &hyper::Error) -> StatusCode {
     }
 }
 
-/// The body of hyper's own answer to a head it could not parse: hyper writes none.
-fn hyper_answer_body(_status: StatusCode) -> u64 {
-    0
-}
+/// The body bytes of hyper's own answer to a head it could not parse: hyper writes none.
+const HYPER_ANSWER_BODY: u64 = 0;
 
 /// The body of the 408 the socket wrapper writes at `header_read_timeout`: rein's error page.
 fn timeout_answer_body() -> u64 {
