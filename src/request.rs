@@ -48,6 +48,9 @@ pub struct RequestInfo {
     pub local: Option<SocketAddr>,
     /// A number unique to this request within the process (`$request_id` is built from it).
     pub id: u64,
+    /// False for a request whose head never arrived whole or could not be parsed, logged with what is known
+    /// of it: its method, target and request line are then absent.
+    pub head_parsed: bool,
 }
 
 /// Request numbers: unique within the process; `$request_id` mixes them with a per-process random key.
@@ -91,8 +94,32 @@ impl RequestInfo {
             remote,
             local,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            head_parsed: true,
         };
         (info, error)
+    }
+
+    /// A request of which only the connection is known: its head was cut short, timed out or malformed.
+    pub fn unparsed(
+        scheme: &'static str,
+        remote: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+    ) -> Self {
+        RequestInfo {
+            method: Method::GET,
+            version: Version::HTTP_11,
+            headers: HeaderMap::new(),
+            request_uri: String::new(),
+            rewritten: None,
+            path: String::new(),
+            query: String::new(),
+            host: String::new(),
+            scheme,
+            remote,
+            local,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            head_parsed: false,
+        }
     }
 
     /// Replaces the path after a `rewrite`, as Unit does: the arguments stay the client's, for later

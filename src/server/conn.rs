@@ -58,6 +58,19 @@ pub struct ConnInfo {
     pub last: Arc<std::sync::OnceLock<Arc<super::Published>>>,
 }
 
+impl ConnInfo {
+    /// The configuration a request on this connection runs on: the current one, or, once the listener has been
+    /// removed, the last one that had it, so requests in flight finish on their configuration.
+    pub fn published(&self, shared: &Shared) -> Arc<super::Published> {
+        match shared.current.load_full() {
+            p if !p.snapshot.listeners.contains_key(&self.listener) => {
+                self.last.get().cloned().unwrap_or(p)
+            }
+            p => p,
+        }
+    }
+}
+
 /// The protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Protocol {
@@ -185,6 +198,7 @@ async fn serve<S>(
     shared.counters.connection_opened();
     let svc = {
         let shared = shared.clone();
+        let info = info.clone();
         service_fn(move |req| {
             let shared = shared.clone();
             let info = info.clone();
@@ -223,6 +237,7 @@ async fn serve<S>(
     };
     if let Err(e) = result {
         tracing::debug!(error = %e, "connection ended with an error");
+        super::unfinished_head::log(&*e, &info, &shared);
     }
     shared.counters.connection_closed();
 }

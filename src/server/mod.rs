@@ -16,6 +16,7 @@ mod request_body;
 mod status;
 mod timeouts;
 mod tracked;
+mod unfinished_head;
 mod validate;
 mod wire_headers;
 
