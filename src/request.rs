@@ -48,6 +48,9 @@ pub struct RequestInfo {
     pub local: Option<SocketAddr>,
     /// A number unique to this request within the process (`$request_id` is built from it).
     pub id: u64,
+    /// False for a request whose head never arrived whole or could not be parsed, logged with what is known
+    /// of it: its method, target and request line are then absent.
+    pub head_parsed: bool,
 }
 
 /// Request numbers: unique within the process; `$request_id` mixes them with a per-process random key.
@@ -91,8 +94,32 @@ impl RequestInfo {
             remote,
             local,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            head_parsed: true,
         };
         (info, error)
+    }
+
+    /// A request of which only the connection is known: its head was cut short, timed out or malformed.
+    pub fn unparsed(
+        scheme: &'static str,
+        remote: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+    ) -> Self {
+        RequestInfo {
+            method: Method::GET,
+            version: Version::HTTP_11,
+            headers: HeaderMap::new(),
+            request_uri: String::new(),
+            rewritten: None,
+            path: String::new(),
+            query: String::new(),
+            host: String::new(),
+            scheme,
+            remote,
+            local,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            head_parsed: false,
+        }
     }
 
     /// Replaces the path after a `rewrite`, as Unit does: the arguments stay the client's, for later
@@ -124,17 +151,31 @@ impl RequestInfo {
 /// received `Host` is then ignored and, by a proxy, replaced with the target's. Replacing it here keeps `$host`,
 /// `host` matching and the `Host` sent upstream in agreement with the target, so no two readers of the request
 /// disagree on its host.
+///
+/// Every HTTP/2 request has this form (`:authority`), so the common case, an authority that is already
+/// `host[:port]` as it would be rebuilt, is taken as it is, without formatting.
 fn host_from_target(headers: &mut HeaderMap, uri: &http::Uri) {
-    let Some(host) = uri.host() else {
+    let (Some(authority), Some(host)) = (uri.authority(), uri.host()) else {
         return;
     };
-    let authority = match uri.port_u16() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_owned(),
+    let value = match uri.port() {
+        None if authority.as_str() == host => http::HeaderValue::from_str(host),
+        Some(port) if is_plain_port(port.as_str()) && !authority.as_str().contains('@') => {
+            http::HeaderValue::from_str(authority.as_str())
+        }
+        Some(_) | None => match uri.port_u16() {
+            Some(port) => http::HeaderValue::try_from(format!("{host}:{port}")),
+            None => http::HeaderValue::from_str(host),
+        },
     };
-    if let Ok(value) = http::HeaderValue::try_from(authority) {
+    if let Ok(value) = value {
         headers.insert(http::header::HOST, value);
     }
+}
+
+/// A port written as `u16` would print it: no leading zero, in range.
+fn is_plain_port(port: &str) -> bool {
+    !port.starts_with('0') && port.parse::<u16>().is_ok()
 }
 
 /// `Host` without port and trailing dot, lowercased, as Unit's `$host` and `SERVER_NAME`; falls back to the
@@ -321,6 +362,23 @@ mod tests {
         assert_eq!(info.headers["host"], "Evil.example:81");
         assert_eq!(info.host, "evil.example");
         assert_eq!(info.request_uri, "/x?q");
+    }
+
+    #[test]
+    fn the_host_taken_from_a_target_is_host_and_port_as_written_once_canonical() {
+        let cases = [
+            ("https://a.example/x", "a.example"),
+            ("https://a.example:8443/x", "a.example:8443"),
+            ("https://[::1]:8443/x", "[::1]:8443"),
+            ("https://a.example:08443/x", "a.example:8443"),
+            ("https://a.example:/x", "a.example"),
+            ("https://u:p@a.example:81/x", "a.example:81"),
+        ];
+        for (target, host) in cases {
+            let mut parts = http::Request::get(target).body(()).unwrap().into_parts().0;
+            let (info, _) = RequestInfo::from_parts(&mut parts, "https", None, None);
+            assert_eq!(info.headers["host"], host, "{target}");
+        }
     }
 
     #[test]

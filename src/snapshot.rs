@@ -231,6 +231,6 @@ impl Default for HttpSettings {
 
 pub struct AccessLog {
     pub path: PathBuf,
-    pub format: Template,
+    pub format: crate::compile::LogFormat,
     pub condition: Option<crate::compile::LogCondition>,
 }

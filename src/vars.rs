@@ -18,7 +18,7 @@ use crate::route::matcher::normalized_host;
 
 mod format;
 
-pub(crate) use format::civil_from_days;
+pub(crate) use format::{civil_from_days, json_string_into};
 use format::{clf_time, log_escape_into, request_id, seconds_millis, version_name};
 
 /// What variables are evaluated against: the request, and the response once there is one.
@@ -157,6 +157,14 @@ impl Template {
         }
     }
 
+    /// Appends the expansion to `out` as one JSON string, absent fields as `-` as in the line format: a
+    /// member of Unit's JSON access log format.
+    pub fn render_json_into(&self, ctx: &VarContext<'_>, out: &mut String) {
+        let mut value = String::with_capacity(self.source.len() + 32);
+        self.expand(ctx, &mut value, "-");
+        json_string_into(out, &value);
+    }
+
     fn expand(&self, ctx: &VarContext<'_>, out: &mut String, absent: &str) {
         for part in &self.parts {
             match part {
@@ -250,6 +258,9 @@ impl Var {
         let resp = ctx.response;
         Some(match self {
             Var::Dollar => Cow::Borrowed("$"),
+            Var::Uri | Var::Method | Var::RequestUri | Var::RequestLine if !req.head_parsed => {
+                return None;
+            }
             Var::Uri => Cow::Borrowed(req.path.as_str()),
             Var::Host => Cow::Borrowed(normalized_host(&req.host)),
             Var::Method => Cow::Borrowed(req.method.as_str()),

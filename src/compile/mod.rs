@@ -3,14 +3,15 @@
 //! The whole document is compiled before anything is applied, so an error anywhere leaves the running
 //! configuration untouched.
 
+mod access_log;
 mod fastcgi;
 mod listeners;
 mod routes;
 mod settings;
 
+pub use access_log::{LogCondition, LogFormat};
 pub use fastcgi::php_target;
 pub use routes::parse_pass;
-pub use settings::LogCondition;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -74,7 +75,7 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
         None => Default::default(),
     };
     let access_log = match top.get("access_log") {
-        Some(v) => Some(settings::access_log(v, &root.key("access_log"))?),
+        Some(v) => Some(access_log::access_log(v, &root.key("access_log"))?),
         None => None,
     };
     let upstream_names = upstreams.keys().cloned().collect();

@@ -1,15 +1,11 @@
-//! `settings.http` (timeouts, limits, static MIME types) and `access_log`.
+//! `settings.http` (timeouts, limits, static MIME types).
 
 use serde_json::Value;
 
-use crate::config::walk::{boolean, integer, known_keys, object, seconds, string};
+use crate::config::walk::{boolean, integer, known_keys, object, seconds};
 use crate::config::{ConfigError, JsonPath};
 use crate::share::MimeTypes;
-use crate::snapshot::{AccessLog, Http2Settings, HttpSettings};
-use crate::vars::Template;
-
-/// Unit's default access log format (the Combined Log Format).
-pub const DEFAULT_LOG_FORMAT: &str = "$remote_addr - - [$time_local] \"$request_line\" $status $body_bytes_sent \"$header_referer\" \"$header_user_agent\"";
+use crate::snapshot::{Http2Settings, HttpSettings};
 
 const HTTP_KEYS: &[&str] = &[
     "header_read_timeout",
@@ -142,56 +138,4 @@ fn http2(v: &Value, path: &JsonPath) -> Result<Http2Settings, ConfigError> {
         out.max_pending_reset_streams = n as usize;
     }
     Ok(out)
-}
-
-/// `access_log`: a path, or `{"path": ..., "format": ..., "if": ...}`.
-pub fn access_log(v: &Value, path: &JsonPath) -> Result<AccessLog, ConfigError> {
-    let (file, format, condition) = match v {
-        Value::String(s) => (s.as_str(), None, None),
-        _ => {
-            let map = object(v, path)?;
-            known_keys(map, &["path", "format", "if"], path)?;
-            let file = map
-                .get("path")
-                .ok_or_else(|| path.error("needs a \"path\""))?;
-            let format = map.get("format").map(|f| (f, path.key("format")));
-            let condition = map.get("if").map(|c| (c, path.key("if")));
-            (string(file, &path.key("path"))?, format, condition)
-        }
-    };
-    if !file.starts_with('/') {
-        return Err(path.error("the log path must be absolute"));
-    }
-    let format = match format {
-        Some((f, p)) => Template::compile(string(f, &p)?, &p)?,
-        None => Template::compile(DEFAULT_LOG_FORMAT, path)?,
-    };
-    let condition = match condition {
-        Some((c, p)) => Some(LogCondition::compile(string(c, &p)?, &p)?),
-        None => None,
-    };
-    Ok(AccessLog {
-        path: file.into(),
-        format,
-        condition,
-    })
-}
-
-/// Unit's `access_log.if`: a template whose value, empty or `0`, suppresses the line; `!` inverts it.
-pub struct LogCondition {
-    pub negate: bool,
-    pub template: Template,
-}
-
-impl LogCondition {
-    fn compile(s: &str, path: &JsonPath) -> Result<Self, ConfigError> {
-        let (negate, rest) = match s.strip_prefix('!') {
-            Some(rest) => (true, rest),
-            None => (false, s),
-        };
-        Ok(LogCondition {
-            negate,
-            template: Template::compile(rest, path)?,
-        })
-    }
 }

@@ -185,7 +185,23 @@ async fn status_json(engine: &Engine) -> Value {
         .map_or_else(|| json!({}), |s| s.status_json());
     doc["certificates"] = server.shared().acme.status_json();
     doc["config"] = json!({"generation": engine.generation().await});
+    // rein runs Python and PHP through its own adapter and PHP-FPM, not loaded modules: Unit's object, empty.
+    doc["modules"] = json!({});
+    without_nulls(&mut doc);
     doc
+}
+
+/// Drops the members whose value is unknown (`null`) rather than answer `null` where a reader written for Unit
+/// expects an object or a number: an absent member reads as absent in every client.
+fn without_nulls(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(without_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_nulls),
+        _ => {}
+    }
 }
 
 pub(super) fn edit_error(e: EditError) -> Response<Body> {

@@ -20,6 +20,7 @@ pub(crate) fn request(method: &str, target: &str) -> RequestInfo {
         remote: Some("192.0.2.10:50000".parse().expect("addr")),
         local: Some("10.0.0.1:8080".parse().expect("addr")),
         id: 1,
+        head_parsed: true,
     }
 }
 

@@ -81,11 +81,11 @@ impl<'a> Ctx<'a> {
         match target {
             PassTarget::Route(_) => error(StatusCode::INTERNAL_SERVER_ERROR),
             PassTarget::Upstream(name) => match self.published.upstreams.named.get(name) {
-                Some(upstream) => self.proxy(upstream).await,
+                Some(upstream) => Box::pin(self.proxy(upstream)).await,
                 None => error(StatusCode::NOT_FOUND),
             },
             PassTarget::Application(name, target) => {
-                self.application(name, target.as_deref()).await
+                Box::pin(self.application(name, target.as_deref())).await
             }
         }
     }
@@ -170,10 +170,10 @@ impl<'a> Ctx<'a> {
             }
             ActionKind::Share(share) => self.share(share).await,
             ActionKind::Proxy(url) => match self.published.upstreams.proxies.get(url) {
-                Some(upstream) => Answer::Own(self.proxy(upstream).await),
+                Some(upstream) => Answer::Own(Box::pin(self.proxy(upstream)).await),
                 None => Answer::Own(error(StatusCode::BAD_GATEWAY)),
             },
-            ActionKind::FastCgi(fcgi) => Answer::Own(self.fastcgi_action(fcgi).await),
+            ActionKind::FastCgi(fcgi) => Answer::Own(Box::pin(self.fastcgi_action(fcgi)).await),
         }
     }
 

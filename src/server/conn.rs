@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use super::coalesce;
 use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts};
 use crate::snapshot::{Http2Settings, ListenAddr};
@@ -20,20 +21,26 @@ use crate::snapshot::{Http2Settings, ListenAddr};
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
 
-/// Runs a hyper connection to its end; when `stop` fires, lets it finish the requests it has and close. A
-/// macro rather than a function: the three connection types share `graceful_shutdown` by name only.
+/// Runs a hyper connection to its end, pushing out after each of its turns what it left in a [`coalesce`]
+/// buffer (`$push`, `()` for none); when `stop` fires, lets it finish the requests it has and close. A macro
+/// rather than a function: the three connection types share `graceful_shutdown` by name only.
 macro_rules! drive {
-    ($conn:expr, $stop:expr) => {{
+    ($conn:expr, $stop:expr, $push:expr) => {{
         let conn = $conn;
+        let push = $push;
         tokio::pin!(conn);
-        let ended: Result<(), Box<dyn std::error::Error + Send + Sync>> = tokio::select! {
-            r = conn.as_mut() => r.map_err(Into::into),
-            _ = $stop.cancelled() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await.map_err(Into::into)
-            }
+        let mut ended = None;
+        let stopped = tokio::select! {
+            r = std::future::poll_fn(|cx| coalesce::poll_connection(conn.as_mut(), &mut ended, &push, cx)) => Some(r),
+            _ = $stop.cancelled() => None,
         };
-        ended
+        match stopped {
+            Some(r) => r,
+            None => {
+                conn.as_mut().graceful_shutdown();
+                std::future::poll_fn(|cx| coalesce::poll_connection(conn.as_mut(), &mut ended, &push, cx)).await
+            }
+        }
     }};
 }
 
@@ -49,6 +56,19 @@ pub struct ConnInfo {
     pub state: Arc<ConnState>,
     /// The configuration to finish on once the listener is removed.
     pub last: Arc<std::sync::OnceLock<Arc<super::Published>>>,
+}
+
+impl ConnInfo {
+    /// The configuration a request on this connection runs on: the current one, or, once the listener has been
+    /// removed, the last one that had it, so requests in flight finish on their configuration.
+    pub fn published(&self, shared: &Shared) -> Arc<super::Published> {
+        match shared.current.load_full() {
+            p if !p.snapshot.listeners.contains_key(&self.listener) => {
+                self.last.get().cloned().unwrap_or(p)
+            }
+            p => p,
+        }
+    }
 }
 
 /// The protocol a connection speaks.
@@ -178,36 +198,46 @@ async fn serve<S>(
     shared.counters.connection_opened();
     let svc = {
         let shared = shared.clone();
+        let info = info.clone();
         service_fn(move |req| {
             let shared = shared.clone();
             let info = info.clone();
             async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) }
         })
     };
-    let io = TokioIo::new(io);
     let result = match protocol {
         Protocol::Http1 => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .max_header_size(max_head)
-                .serve_connection(io, svc)
+                .serve_connection(TokioIo::new(io), svc)
                 .with_upgrades();
-            drive!(conn, stop)
+            drive!(conn, stop, ())
         }
         Protocol::Http2 => {
+            let (io, flusher) = coalesce::new(io);
             let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
             configure_http2(&mut builder, &http2);
-            drive!(builder.serve_connection(io, svc), stop)
+            drive!(
+                builder.serve_connection(TokioIo::new(io), svc),
+                stop,
+                flusher
+            )
         }
         Protocol::Either => {
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
-            drive!(builder.serve_connection_with_upgrades(io, svc), stop)
+            drive!(
+                builder.serve_connection_with_upgrades(TokioIo::new(io), svc),
+                stop,
+                ()
+            )
         }
     };
     if let Err(e) = result {
         tracing::debug!(error = %e, "connection ended with an error");
+        super::unfinished_head::log(&*e, &info, &shared);
     }
     shared.counters.connection_closed();
 }

@@ -28,14 +28,7 @@ pub async fn handle(
     let started = info.state.take_head_started().unwrap_or_else(Instant::now);
     let wall = SystemTime::now();
     let books = Books::open(&info.state, &shared);
-    let published = match shared.current.load_full() {
-        // The listener was removed while this request was on its way: it finishes on the configuration
-        // it started on, the last one with its listener.
-        p if !p.snapshot.listeners.contains_key(&info.listener) => {
-            info.last.get().cloned().unwrap_or(p)
-        }
-        p => p,
-    };
+    let published = info.published(&shared);
     let (mut parts, body) = req.into_parts();
     let checked = validate::check(&parts).and_then(|()| {
         let limit = published.snapshot.settings.large_header_buffer_size;

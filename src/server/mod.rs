@@ -7,6 +7,7 @@
 mod access_log;
 mod actions;
 pub(crate) mod admission;
+mod coalesce;
 mod conn;
 mod error_answer;
 mod h2_floods;
@@ -17,6 +18,7 @@ mod request_line;
 mod status;
 mod timeouts;
 mod tracked;
+mod unfinished_head;
 mod validate;
 mod wire_headers;
 

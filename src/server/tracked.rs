@@ -103,7 +103,8 @@ impl Drop for Tracked {
     }
 }
 
-fn write_log(entry: LogEntry, sent: u64) {
+/// Writes the line for a finished request, `sent` its body bytes, if the log's `if` admits it.
+pub(super) fn write_log(entry: LogEntry, sent: u64) {
     let Some(conf) = entry.published.snapshot.access_log.as_ref() else {
         return;
     };
@@ -118,14 +119,8 @@ fn write_log(entry: LogEntry, sent: u64) {
         req: &entry.request,
         response: Some(&response),
     };
-    if let Some(cond) = &conf.condition {
-        let value = cond.template.render(&ctx);
-        let truthy = !matches!(value.as_str(), "" | "0" | "false" | "null" | "undefined");
-        if truthy == cond.negate {
-            return;
-        }
+    if conf.condition.as_ref().is_some_and(|c| !c.admits(&ctx)) {
+        return;
     }
-    let mut line = String::with_capacity(128);
-    conf.format.render_log_into(&ctx, &mut line);
-    entry.sink.log(line);
+    entry.sink.log(conf.format.line(&ctx));
 }

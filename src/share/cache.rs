@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use super::conditional::Validators;
 use super::resolve::Resolver;
 
 /// The largest file kept.
@@ -80,12 +81,11 @@ impl Identity {
     }
 }
 
-/// A file's content as cached.
+/// A file's content as cached, with its validators' header values.
 #[derive(Debug, Clone)]
 pub struct Cached {
     pub bytes: Bytes,
-    /// Seconds since the epoch, as `st_mtime`.
-    pub mtime: i64,
+    pub validators: Validators,
 }
 
 struct Entry {
@@ -171,24 +171,21 @@ fn settled(meta: &Metadata, now: SystemTime, settle: Duration) -> bool {
     now.duration_since(changed).is_ok_and(|age| age >= settle)
 }
 
-/// Keeps `bytes`, read from a descriptor whose `fstat` gave `meta` (taken before the read: a change during
+/// Keeps `cached`, read from a descriptor whose `fstat` gave `meta` (taken before the read: a change during
 /// the read moves the ctime past what is recorded, so the entry is never used).
-pub fn put(path: &str, resolver: &Resolver, meta: &Metadata, bytes: Bytes) {
-    if bytes.len() as u64 != meta.size() {
+pub fn put(path: &str, resolver: &Resolver, meta: &Metadata, cached: Cached) {
+    if cached.bytes.len() as u64 != meta.size() {
         return;
     }
     CACHE.with_borrow_mut(|cache| {
         cache.remove(path);
-        cache.make_room(bytes.len());
+        cache.make_room(cached.bytes.len());
         cache.clock += 1;
-        cache.bytes += bytes.len();
+        cache.bytes += cached.bytes.len();
         let entry = Entry {
             rules: Rules::of(resolver),
             identity: Identity::of(meta),
-            cached: Cached {
-                bytes,
-                mtime: meta.mtime(),
-            },
+            cached,
             used: cache.clock,
         };
         cache.entries.insert(path.into(), entry);
@@ -227,6 +224,11 @@ mod tests {
         Resolver::new(&ShareOptions::default())
     }
 
+    fn cached(bytes: Bytes) -> Cached {
+        let validators = Validators::new(0, bytes.len() as u64, None);
+        Cached { bytes, validators }
+    }
+
     fn file(dir: &Path, name: &str, data: &[u8]) -> (String, Metadata) {
         let path = dir.join(name);
         std::fs::write(&path, data).expect("write");
@@ -238,7 +240,12 @@ mod tests {
     fn a_hit_needs_the_same_file_unchanged_and_the_same_rules() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, meta) = file(dir.path(), "a.txt", b"one");
-        put(&path, &resolver(), &meta, Bytes::from_static(b"one"));
+        put(
+            &path,
+            &resolver(),
+            &meta,
+            cached(Bytes::from_static(b"one")),
+        );
         assert_eq!(&get(&path, &resolver()).expect("hit").bytes[..], b"one");
 
         let strict = Resolver {
@@ -252,7 +259,12 @@ mod tests {
         assert!(get(&path, &resolver()).is_none(), "dropped");
 
         let (path, meta) = file(dir.path(), "b.txt", b"bee");
-        put(&path, &resolver(), &meta, Bytes::from_static(b"bee"));
+        put(
+            &path,
+            &resolver(),
+            &meta,
+            cached(Bytes::from_static(b"bee")),
+        );
         std::fs::remove_file(&path).expect("remove");
         assert!(get(&path, &resolver()).is_none(), "deleted file");
     }
@@ -261,7 +273,12 @@ mod tests {
     fn a_file_replaced_by_rename_is_a_miss() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, meta) = file(dir.path(), "c.txt", b"old");
-        put(&path, &resolver(), &meta, Bytes::from_static(b"old"));
+        put(
+            &path,
+            &resolver(),
+            &meta,
+            cached(Bytes::from_static(b"old")),
+        );
         let (other, _) = file(dir.path(), "d.txt", b"new");
         std::fs::rename(&other, &path).expect("rename");
         assert!(get(&path, &resolver()).is_none());
@@ -271,7 +288,12 @@ mod tests {
     fn bytes_that_do_not_match_the_size_are_not_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, meta) = file(dir.path(), "e.txt", b"12345");
-        put(&path, &resolver(), &meta, Bytes::from_static(b"1234"));
+        put(
+            &path,
+            &resolver(),
+            &meta,
+            cached(Bytes::from_static(b"1234")),
+        );
         assert!(get(&path, &resolver()).is_none());
     }
 
@@ -283,7 +305,7 @@ mod tests {
         let mut paths = Vec::new();
         for i in 0..=per {
             let (path, meta) = file(dir.path(), &format!("{i}"), &big);
-            put(&path, &resolver(), &meta, Bytes::from(big.clone()));
+            put(&path, &resolver(), &meta, cached(Bytes::from(big.clone())));
             paths.push(path);
             if i == 1 {
                 // The first is used again: the second is now the oldest.

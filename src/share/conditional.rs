@@ -13,13 +13,16 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 /// httpdate cannot format dates before 1970 or after 9999: mtimes are clamped into that range.
 const MAX_HTTP_DATE: u64 = 253_402_300_799;
 
-/// What a representation is compared by.
+/// What a representation is compared by, with its header values ready: made once per version of a cached
+/// file rather than formatted for every response.
 #[derive(Debug, Clone)]
 pub struct Validators {
     /// With its quotes: `"65f1c2a0-1a2b"`.
-    pub etag: String,
+    pub etag: HeaderValue,
     /// Whole seconds since the epoch, as HTTP dates carry them.
     pub mtime: u64,
+    /// `mtime` as an HTTP date.
+    pub last_modified: HeaderValue,
 }
 
 impl Validators {
@@ -29,12 +32,19 @@ impl Validators {
             Some(c) => format!("\"{mtime:x}-{size:x}-{c}\""),
             None => format!("\"{mtime:x}-{size:x}\""),
         };
-        Validators { etag, mtime }
+        let date = httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(mtime));
+        Validators {
+            etag: ascii(etag),
+            mtime,
+            last_modified: ascii(date),
+        }
     }
+}
 
-    pub fn last_modified(&self) -> String {
-        httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(self.mtime))
-    }
+/// A header value from text formatted here (hex digits, quotes, a coding token, an HTTP date), which is always
+/// valid; an empty value stands in should that ever change.
+fn ascii(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// The verdict of the precondition headers.
@@ -105,7 +115,12 @@ enum Tag<'a> {
     Entity(&'a [u8], bool),
 }
 
-fn tag_list_matches(headers: &HeaderMap, name: HeaderName, etag: &str, strong: bool) -> bool {
+fn tag_list_matches(
+    headers: &HeaderMap,
+    name: HeaderName,
+    etag: &HeaderValue,
+    strong: bool,
+) -> bool {
     headers
         .get_all(name)
         .iter()
@@ -115,7 +130,7 @@ fn tag_list_matches(headers: &HeaderMap, name: HeaderName, etag: &str, strong: b
 }
 
 /// Strong comparison needs both tags strong; weak comparison ignores `W/`. Our own tags are always strong.
-fn matches(tag: &Tag<'_>, etag: &str, strong: bool) -> bool {
+fn matches(tag: &Tag<'_>, etag: &HeaderValue, strong: bool) -> bool {
     match tag {
         Tag::Any => true,
         Tag::Entity(opaque, weak) => !(strong && *weak) && *opaque == etag.as_bytes(),
@@ -178,10 +193,10 @@ mod tests {
     fn validators() {
         let v = v();
         assert_eq!(v.etag, "\"6553f100-4d2\"");
-        assert_eq!(v.last_modified(), DATE);
+        assert_eq!(v.last_modified, DATE);
         assert_eq!(Validators::new(1, 2, Some("br")).etag, "\"1-2-br\"");
         assert_eq!(
-            Validators::new(-5, 0, None).last_modified(),
+            Validators::new(-5, 0, None).last_modified,
             "Thu, 01 Jan 1970 00:00:00 GMT"
         );
         assert_eq!(Validators::new(i64::MAX, 0, None).mtime, MAX_HTTP_DATE);
@@ -206,7 +221,7 @@ mod tests {
 
     #[test]
     fn if_none_match_uses_weak_comparison() {
-        let etag = v().etag;
+        let etag = v().etag.to_str().expect("ascii").to_owned();
         assert_eq!(
             evaluate(&h(&[("if-none-match", &etag)]), &v()),
             Precondition::NotModified
@@ -247,7 +262,7 @@ mod tests {
 
     #[test]
     fn if_match_and_unmodified_since() {
-        let etag = v().etag;
+        let etag = v().etag.to_str().expect("ascii").to_owned();
         assert_eq!(
             evaluate(&h(&[("if-match", &etag)]), &v()),
             Precondition::Proceed
@@ -280,7 +295,7 @@ mod tests {
 
     #[test]
     fn if_range() {
-        let etag = v().etag;
+        let etag = v().etag.to_str().expect("ascii").to_owned();
         assert!(if_range_allows(&h(&[]), &v()));
         assert!(if_range_allows(&h(&[("if-range", &etag)]), &v()));
         assert!(!if_range_allows(

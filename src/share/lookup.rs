@@ -16,6 +16,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 use super::cache;
+use super::conditional::Validators;
 use super::encoding::Coding;
 use super::resolve::{OpenError, Resolver};
 use super::stream::Source;
@@ -25,10 +26,9 @@ use super::stream::Source;
 pub struct Representation {
     pub source: Source,
     pub size: u64,
-    /// Seconds since the epoch, as `st_mtime`.
-    pub mtime: i64,
     /// `Some` for a precompressed sibling.
     pub coding: Option<Coding>,
+    pub validators: Validators,
 }
 
 #[derive(Debug)]
@@ -77,9 +77,9 @@ fn from_cache(resolver: &Resolver, path: &str, coding: Option<Coding>) -> Option
     let cached = cache::get(path, resolver)?;
     Some(Representation {
         size: cached.bytes.len() as u64,
-        mtime: cached.mtime,
         source: Source::Memory(cached.bytes),
         coding,
+        validators: cached.validators,
     })
 }
 
@@ -91,12 +91,17 @@ fn represent(
     meta: &Metadata,
     coding: Option<Coding>,
 ) -> Representation {
+    let validators = Validators::new(meta.mtime(), meta.len(), coding.map(Coding::token));
     let read = cache::wants(meta)
         .then(|| read_whole(&file, meta.size()))
         .and_then(Result::ok);
     let source = match read {
         Some(bytes) => {
-            cache::put(path, resolver, meta, bytes.clone());
+            let cached = cache::Cached {
+                bytes: bytes.clone(),
+                validators: validators.clone(),
+            };
+            cache::put(path, resolver, meta, cached);
             Source::Memory(bytes)
         }
         None => Source::File(file),
@@ -104,8 +109,8 @@ fn represent(
     Representation {
         source,
         size: meta.len(),
-        mtime: meta.mtime(),
         coding,
+        validators,
     }
 }
 

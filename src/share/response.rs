@@ -10,7 +10,6 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 use super::conditional::{self, Precondition, Validators};
-use super::encoding::Coding;
 use super::lookup::Representation;
 use super::multipart::Multipart;
 use super::range::{self, ByteRange, RangeOutcome};
@@ -79,8 +78,7 @@ pub fn file(
     head: bool,
     req: &HeaderMap,
 ) -> Response<Body> {
-    let coding = rep.coding.map(Coding::token);
-    let v = Validators::new(rep.mtime, rep.size, coding);
+    let v = rep.validators.clone();
     let mut resp = match conditional::evaluate(req, &v) {
         Precondition::Failed => bare(StatusCode::PRECONDITION_FAILED),
         Precondition::NotModified => not_modified(&v),
@@ -100,8 +98,8 @@ fn not_modified(v: &Validators) -> Response<Body> {
 }
 
 fn validator_headers(h: &mut HeaderMap, v: &Validators) {
-    set(h, header::ETAG, &v.etag);
-    set(h, header::LAST_MODIFIED, v.last_modified());
+    h.insert(header::ETAG, v.etag.clone());
+    h.insert(header::LAST_MODIFIED, v.last_modified.clone());
 }
 
 fn content(

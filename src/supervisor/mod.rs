@@ -350,8 +350,15 @@ impl Supervisor {
         let out: serde_json::Map<String, Value> = apps
             .iter()
             .map(|(name, app)| {
-                let mut view = view_json(&app.view.lock().unwrap_or_else(|e| e.into_inner()));
-                view["queued"] = json!(app.upstream.queued());
+                let locked = app.view.lock().unwrap_or_else(|e| e.into_inner());
+                let queued = app.upstream.queued();
+                let (processes, in_flight) = unit_counts(&locked);
+                let mut view = view_json(&locked);
+                drop(locked);
+                view["queued"] = json!(queued);
+                // Unit's fields: a monitoring script written for Unit reads these.
+                view["processes"] = processes;
+                view["requests"] = json!({"active": in_flight + u64::from(queued)});
                 (name.clone(), view)
             })
             .collect();
@@ -420,6 +427,28 @@ fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     // dying instance, sooner, still go on.
     u.retries.timeout = u.retries.timeout.min(u.timeouts.read);
     u
+}
+
+/// Unit's `processes` object (`running` counts those serving or finishing their requests, `idle` the serving
+/// ones with none in flight) and the requests in flight to the instances.
+fn unit_counts(view: &AppView) -> (Value, u64) {
+    let (mut running, mut starting, mut idle, mut in_flight) = (0u64, 0u64, 0u64, 0u64);
+    for i in view.status.iter().flat_map(|s| &s.instances) {
+        let active = view.servers.get(&i.id).map_or(0, |s| u64::from(s.active()));
+        in_flight += active;
+        match i.state {
+            InstanceState::Starting => starting += 1,
+            InstanceState::Ready | InstanceState::Draining => {
+                running += 1;
+                if active == 0 && i.state == InstanceState::Ready {
+                    idle += 1;
+                }
+            }
+            InstanceState::Stopping | InstanceState::Stopped | InstanceState::Errored => {}
+        }
+    }
+    let processes = json!({"running": running, "starting": starting, "idle": idle});
+    (processes, in_flight)
 }
 
 fn view_json(view: &AppView) -> Value {

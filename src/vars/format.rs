@@ -84,3 +84,23 @@ pub(super) fn log_escape_into(out: &mut String, value: &str) {
         }
     }
 }
+
+/// Appends `value` as a JSON string, quotes included (RFC 8259 §7): `"`, `\` and control characters escaped,
+/// the rest as it is, so a value never ends the line or the string it sits in.
+pub(crate) fn json_string_into(out: &mut String, value: &str) {
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}

@@ -32,6 +32,7 @@ fn request() -> RequestInfo {
         remote: Some("[2001:db8::7]:5000".parse().expect("addr")),
         local: Some("10.0.0.1:443".parse().expect("addr")),
         id: 1,
+        head_parsed: true,
     }
 }
 

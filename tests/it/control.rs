@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::{Rein, get};
 
@@ -410,4 +410,78 @@ fn header(headers: &[(String, String)], name: &str) -> String {
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| panic!("no {name} header"))
+}
+
+/// Every `null` in `v`, by path.
+fn nulls(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Null => out.push(at.to_owned()),
+        Value::Object(map) => map
+            .iter()
+            .for_each(|(k, v)| nulls(v, &format!("{at}/{k}"), out)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| nulls(v, &format!("{at}/{i}"), out)),
+        _ => {}
+    }
+}
+
+/// The document a monitoring script written for Unit reads (Unit's Status API): its members with Unit's types,
+/// and no `null` anywhere, where such a script expects an object or a number.
+#[test]
+fn status_has_units_shape() {
+    let rein = Rein::start();
+    let mut app = crate::python::python_app("wsgi_app", json!({}));
+    app["processes"] = json!(2);
+    let addr = rein.serve_with(
+        json!([{"action": {"pass": "applications/py"}}]),
+        json!({"applications": {"py": app}}),
+    );
+    assert_eq!(get(addr, "/env").status, 200);
+    crate::harness::wait_for("both instances ready", || {
+        rein.api("GET", "/status", None).1["applications"]["py"]["processes"]["running"] == 2
+    });
+    let (_, status) = rein.api("GET", "/status", None);
+    for (path, want) in [
+        ("/connections/accepted", "number"),
+        ("/connections/active", "number"),
+        ("/connections/idle", "number"),
+        ("/connections/closed", "number"),
+        ("/requests/total", "number"),
+        ("/modules", "object"),
+        ("/applications/py/processes/running", "number"),
+        ("/applications/py/processes/starting", "number"),
+        ("/applications/py/processes/idle", "number"),
+        ("/applications/py/requests/active", "number"),
+    ] {
+        let v = status
+            .pointer(path)
+            .unwrap_or_else(|| panic!("{path} missing: {status:#}"));
+        let is = match v {
+            Value::Number(_) => "number",
+            Value::Object(_) => "object",
+            _ => "other",
+        };
+        assert_eq!(is, want, "{path}: {status:#}");
+    }
+    assert_eq!(
+        status.pointer("/applications/py/processes/starting"),
+        Some(&json!(0))
+    );
+    assert_eq!(
+        status.pointer("/applications/py/processes/idle"),
+        Some(&json!(2))
+    );
+    assert_eq!(
+        status.pointer("/applications/py/requests/active"),
+        Some(&json!(0))
+    );
+    let mut found = Vec::new();
+    nulls(&status, "", &mut found);
+    assert!(found.is_empty(), "null at {found:?}: {status:#}");
+    // Each section reads the same on its own.
+    let (code, app) = rein.api("GET", "/status/applications/py/processes", None);
+    assert_eq!(code, 200);
+    assert_eq!(app["running"], 2);
 }

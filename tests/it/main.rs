@@ -3,6 +3,7 @@
 mod harness;
 mod load;
 
+mod access_log;
 mod apps;
 mod bench;
 mod bench_reload;

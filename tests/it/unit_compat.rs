@@ -1207,12 +1207,20 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         "routes": [{"action": {"return": 0}}]}),
         "routes/0/action/return",
     );
-    // The JSON access-log format (Unit 1.34).
-    refuses(
+    // The JSON access-log format (Unit 1.34) is taken; an njs value in it is not.
+    let log = rein.dir.path().join("j.log").display().to_string();
+    accepts(
         &rein,
         "JSON log format",
-        json!({"access_log": {"path": rein.dir.path().join("j.log").display().to_string(),
-        "format": {"remote_addr": "$remote_addr", "status": "$status"}}}),
-        "access_log/format",
+        json!({"access_log": {"path": log.clone(),
+        "format": {"remote_addr": "$remote_addr", "time_local": "$time_local", "request_line": "$request_line",
+                   "status": "$status", "body_bytes_sent": "$body_bytes_sent",
+                   "header_referer": "$header_referer", "header_user_agent": "$header_user_agent"}}}),
+    );
+    refuses(
+        &rein,
+        "njs in the JSON log format",
+        json!({"access_log": {"path": log, "format": {"uri": "`${uri}`"}}}),
+        "access_log/format/uri",
     );
 }

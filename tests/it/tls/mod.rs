@@ -497,3 +497,49 @@ fn tls_1_0_and_1_1_are_refused_and_1_2_and_1_3_are_served() {
     assert_eq!(handshake("-tls1_2").as_deref(), Some("TLSv1.2"));
     assert_eq!(handshake("-tls1_3").as_deref(), Some("TLSv1.3"));
 }
+
+#[test]
+fn the_server_picks_aes_128_gcm_even_when_the_client_prefers_aes_256() {
+    let rein = Rein::start();
+    let ca = Ca::new();
+    put_cert(&rein, "site", &ca.bundle(&["site.test"], Alg::Rsa));
+    let addr = https(&rein, json!("site"));
+    // The client lists AES-256 first: the suite chosen is rein's preference, not the client's.
+    let suite = |version: &str, option: &str, suites: &str| {
+        let out = Command::new("openssl")
+            .args(["s_client", "-brief", version, option, suites])
+            .args(["-servername", "site.test", "-connect"])
+            .arg(addr.to_string())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("openssl");
+        // With -brief, a completed handshake prints "Ciphersuite: NAME" (on standard error).
+        let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("Ciphersuite: "))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        suite(
+            "-tls1_3",
+            "-ciphersuites",
+            "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
+        )
+        .as_deref(),
+        Some("TLS_AES_128_GCM_SHA256")
+    );
+    assert_eq!(
+        suite(
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256"
+        )
+        .as_deref(),
+        Some("ECDHE-RSA-AES128-GCM-SHA256")
+    );
+    // A client without AES-128 still gets a strong suite it offers.
+    assert_eq!(
+        suite("-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384").as_deref(),
+        Some("TLS_AES_256_GCM_SHA384")
+    );
+}
