@@ -54,10 +54,12 @@ fn ending(error: &(dyn Error + 'static), began: bool) -> Option<(StatusCode, u64
             return None;
         }
         if e.is_parse_too_large() {
-            return Some((too_large(e), HYPER_ANSWER_BODY));
+            let status = too_large(e);
+            return Some((status, hyper_answer_body(status)));
         }
         if e.is_parse() {
-            return Some((StatusCode::BAD_REQUEST, HYPER_ANSWER_BODY));
+            let status = StatusCode::BAD_REQUEST;
+            return Some((status, hyper_answer_body(status)));
         }
         // The client closed before its head was whole: Unit logs a 400 it could not send.
         if e.is_incomplete_message() && began {
@@ -77,8 +79,11 @@ fn too_large(e: &hyper::Error) -> StatusCode {
     }
 }
 
-/// The body bytes of hyper's own answer to a head it could not parse: hyper writes none.
-const HYPER_ANSWER_BODY: u64 = 0;
+/// The body bytes of hyper's own answer to a head it could not parse: rein's error page, which the socket
+/// wrapper puts in that answer (`error_answer`).
+fn hyper_answer_body(status: StatusCode) -> u64 {
+    super::actions::error_text(status).len() as u64
+}
 
 /// The body of the 408 the socket wrapper writes at `header_read_timeout`: rein's error page.
 fn timeout_answer_body() -> u64 {

@@ -75,8 +75,12 @@ fn unfinished_and_malformed_heads_are_logged() {
         false,
     );
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    let line = next();
-    assert!(after_time(&line).starts_with(r#""-" 400 "#), "{line}");
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    assert!(body.contains("Error 400"), "{answer}");
+    assert_eq!(
+        after_time(&next()),
+        format!(r#""-" 400 {} "-" "-""#, body.len())
+    );
     send_and_drain(addr, b"G\x01T / HTTP/1.1\r\nHost: a\r\n\r\n", false);
     let line = next();
     assert!(after_time(&line).starts_with(r#""-" 400 "#), "{line}");
