@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::json;
 
-use crate::harness::{DEADLINE, Rein, file, get};
+use crate::harness::{DEADLINE, Rein, file, get, wait_for};
 
 const BACKENDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/backends");
 
@@ -109,9 +109,13 @@ fn every_action_answers_over_http2_as_over_http1() {
         "the echoed body differs ({} bytes)",
         echoed.len()
     );
-    let log = std::fs::read_to_string(rein.dir.path().join("access.log")).unwrap();
-    assert!(log.contains("GET /ten.txt HTTP/2.0 206 http"), "{log}");
-    assert!(log.contains("POST /echo HTTP/2.0 200 http"), "{log}");
+    // A request's line is written once its answer has left, which may be just after curl has it all.
+    let log = rein.dir.path().join("access.log");
+    wait_for("the access log lines", || {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        log.contains("GET /ten.txt HTTP/2.0 206 http")
+            && log.contains("POST /echo HTTP/2.0 200 http")
+    });
     // HTTP/1.1 still works on the same listener.
     assert_eq!(get(addr, "/ten.txt").status, 200);
 }
