@@ -22,10 +22,13 @@ const MAX_WINDOW: u32 = (1 << 31) - 1;
 
 /// Runs a hyper connection to its end; when `stop` fires, lets it finish the requests it has and close. A
 /// macro rather than a function: the three connection types share `graceful_shutdown` by name only.
+///
+/// The connection is boxed so that the task holds only the protocol it speaks: inline, every connection's
+/// future was as large as the largest of the three (HTTP/2 and the `h2c` sniffer), kilobytes that an idle
+/// HTTP/1 connection held for nothing.
 macro_rules! drive {
     ($conn:expr, $stop:expr) => {{
-        let conn = $conn;
-        tokio::pin!(conn);
+        let mut conn = Box::pin($conn);
         let ended: Result<(), Box<dyn std::error::Error + Send + Sync>> = tokio::select! {
             r = conn.as_mut() => r.map_err(Into::into),
             _ = $stop.cancelled() => {
@@ -172,12 +175,15 @@ async fn serve<S>(
     } = limits;
     let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
+    // Each request's future is boxed: hyper keeps the slot for the request in flight allocated for the whole
+    // connection, so an unboxed future (every action's state) would be held by every idle keep-alive
+    // connection; boxed, the slot is a pointer and the request's state lives only while it runs.
     let svc = {
         let shared = shared.clone();
         service_fn(move |req| {
             let shared = shared.clone();
             let info = info.clone();
-            async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) }
+            Box::pin(async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) })
         })
     };
     let io = TokioIo::new(io);
