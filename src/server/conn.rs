@@ -3,7 +3,9 @@
 //! around the socket, and a graceful end when its listener goes away or rein stops.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use hyper::service::service_fn;
@@ -20,23 +22,35 @@ use crate::snapshot::{Http2Settings, ListenAddr};
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
 
+/// A connection's life once its protocol is known, boxed: the connection's task holds a pointer, whichever
+/// protocol it speaks.
+type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// Runs a hyper connection to its end; when `stop` fires, lets it finish the requests it has and close. A
 /// macro rather than a function: the three connection types share `graceful_shutdown` by name only.
 ///
-/// The connection is boxed so that the task holds only the protocol it speaks: inline, every connection's
-/// future was as large as the largest of the three (HTTP/2 and the `h2c` sniffer), kilobytes that an idle
-/// HTTP/1 connection held for nothing.
+/// The connection is boxed apart from the future that drives it, and each protocol's separately, so that a
+/// connection holds only the state of the protocol it speaks, once: one future for the three would be as
+/// large as the largest (HTTP/2 and the `h2c` sniffer), kilobytes that an idle HTTP/1 connection would hold
+/// for nothing, and a connection moved into the future that drives it would take its room twice.
 macro_rules! drive {
-    ($conn:expr, $stop:expr) => {{
+    ($conn:expr, $stop:expr, $shared:expr) => {{
         let mut conn = Box::pin($conn);
-        let ended: Result<(), Box<dyn std::error::Error + Send + Sync>> = tokio::select! {
-            r = conn.as_mut() => r.map_err(Into::into),
-            _ = $stop.cancelled() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await.map_err(Into::into)
+        let stop = $stop;
+        let shared = $shared;
+        async move {
+            let ended: Result<(), Box<dyn std::error::Error + Send + Sync>> = tokio::select! {
+                r = conn.as_mut() => r.map_err(Into::into),
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await.map_err(Into::into)
+                }
+            };
+            if let Err(e) = ended {
+                tracing::debug!(error = %e, "connection ended with an error");
             }
-        };
-        ended
+            shared.counters.connection_closed();
+        }
     }};
 }
 
@@ -123,9 +137,23 @@ pub async fn start<S>(
         )
         .await;
     };
-    let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
-    let stream = match tokio::time::timeout(limits.timeouts.header, handshake).await {
-        Ok(Ok(s)) => s,
+    // Boxed: the handshake's state (a whole rustls connection) is needed only until it completes; inline, the
+    // connection's task would keep room for it as long as the connection lives.
+    let handshake = Box::pin(tokio::time::timeout(
+        limits.timeouts.header,
+        tokio_rustls::TlsAcceptor::from(config).accept(io),
+    ));
+    // The stream goes into its boxed connection inside the match: a local holding it across the await below
+    // would keep room for a second copy in this future.
+    let served = match handshake.await {
+        Ok(Ok(stream)) => {
+            let protocol = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Protocol::Http2,
+                _ => Protocol::Http1,
+            };
+            let info = Arc::new(info("https", protocol));
+            serve(stream, info, protocol, limits, shared, stop)
+        }
         Ok(Err(e)) => {
             tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
             return;
@@ -135,19 +163,7 @@ pub async fn start<S>(
             return;
         }
     };
-    let protocol = match stream.get_ref().1.alpn_protocol() {
-        Some(b"h2") => Protocol::Http2,
-        _ => Protocol::Http1,
-    };
-    serve(
-        stream,
-        Arc::new(info("https", protocol)),
-        protocol,
-        limits,
-        shared,
-        stop,
-    )
-    .await;
+    served.await;
 }
 
 /// What a connection is held to, fixed when it arrives.
@@ -158,14 +174,17 @@ struct Limits {
     max_head: usize,
 }
 
-async fn serve<S>(
+/// The connection served in `protocol`. Not an `async fn`: its arguments (the TLS stream among them) would
+/// stay in the connection's future, moved out but still taking room, for as long as the connection lives.
+fn serve<S>(
     io: S,
     info: Arc<ConnInfo>,
     protocol: Protocol,
     limits: Limits,
     shared: Arc<Shared>,
     stop: CancellationToken,
-) where
+) -> Served
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let Limits {
@@ -187,31 +206,35 @@ async fn serve<S>(
         })
     };
     let io = TokioIo::new(io);
-    let result = match protocol {
+    match protocol {
         Protocol::Http1 => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .max_header_size(max_head)
                 .serve_connection(io, svc)
                 .with_upgrades();
-            drive!(conn, stop)
+            Box::pin(drive!(conn, stop, shared))
         }
         Protocol::Http2 => {
             let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
             configure_http2(&mut builder, &http2);
-            drive!(builder.serve_connection(io, svc), stop)
+            Box::pin(drive!(builder.serve_connection(io, svc), stop, shared))
         }
         Protocol::Either => {
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
-            drive!(builder.serve_connection_with_upgrades(io, svc), stop)
+            // The connection borrows the builder that made it: both live in the one future.
+            Box::pin(async move {
+                drive!(
+                    builder.serve_connection_with_upgrades(io, svc),
+                    stop,
+                    shared
+                )
+                .await;
+            })
         }
-    };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "connection ended with an error");
     }
-    shared.counters.connection_closed();
 }
 
 /// The limits of `settings.http.http2`, which bound what one client can make rein hold: streams at once, the
