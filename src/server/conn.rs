@@ -286,16 +286,16 @@ mod tests {
     }
 
     /// A connection's task lives as long as the connection, so what it holds inline every idle connection
-    /// holds. Its protocol's state is boxed apart, so it stays a few hundred bytes; with the TLS stream's
-    /// moved-out copies it was 3.5 kB, with every protocol inline 13 kB (debug sizes).
+    /// holds: a few hundred bytes, its protocol's state being boxed apart. Every protocol's state inline, or a
+    /// moved-out copy of the TLS stream kept across an await, would make it kilobytes.
     #[test]
     fn a_connection_task_holds_little_inline() {
         let size = future_size5(start::<tokio::net::TcpStream>);
         assert!(size <= 1024, "the connection's future takes {size} bytes");
     }
 
-    /// Each request's future is copied into a box when it starts: a pass to an upstream or application
-    /// (boxed) must not make every request's copy kilobytes long (4.8 kB when it was inline).
+    /// Each request's future is copied into a box when it starts, so it must stay small: a pass to an upstream
+    /// or application inline would make every request's copy about 5 kB long.
     #[test]
     fn a_request_future_is_small_enough_to_box_cheaply() {
         let size = future_size3(handle);
