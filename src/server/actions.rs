@@ -65,7 +65,9 @@ impl<'a> Ctx<'a> {
         for _ in 0..MAX_HOPS {
             let next = match &target {
                 PassTarget::Route(name) => self.route(name).await,
-                other => Next::Respond(self.deliver(other).await),
+                // Boxed: the request's whole future is copied into a box of its own when it starts
+                // (`server::conn`), so it is kept small; a route's actions are boxed already (`act`).
+                other => Next::Respond(Box::pin(self.deliver(other)).await),
             };
             match next {
                 Next::Pass(t) => target = t,

@@ -3,7 +3,9 @@
 //! around the socket, and a graceful end when its listener goes away or rein stops.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use hyper::service::service_fn;
@@ -21,27 +23,58 @@ use crate::snapshot::{Http2Settings, ListenAddr};
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
 
+/// A connection's life once its protocol is known, boxed: the connection's task holds a pointer, whichever
+/// protocol it speaks.
+type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// Runs a hyper connection to its end, pushing out after each of its turns what it left in a [`coalesce`]
-/// buffer (`$push`, `()` for none); when `stop` fires, lets it finish the requests it has and close. A macro
-/// rather than a function: the three connection types share `graceful_shutdown` by name only.
+/// buffer (`$push`, `()` for none); when `stop` fires, lets it finish the requests it has and close; then
+/// `$end` accounts for the connection. A macro rather than a function: the three connection types share
+/// `graceful_shutdown` by name only.
+///
+/// The connection is boxed apart from the future that drives it, and each protocol's separately, so that a
+/// connection holds only the state of the protocol it speaks, once: one future for the three would be as
+/// large as the largest (HTTP/2 and the `h2c` sniffer), kilobytes that an idle HTTP/1 connection would hold
+/// for nothing, and a connection moved into the future that drives it would take its room twice.
 macro_rules! drive {
-    ($conn:expr, $stop:expr, $push:expr) => {{
-        let conn = $conn;
+    ($conn:expr, $stop:expr, $push:expr, $end:expr) => {{
+        let mut conn = Box::pin($conn);
+        let stop = $stop;
         let push = $push;
-        tokio::pin!(conn);
-        let mut ended = None;
-        let stopped = tokio::select! {
-            r = std::future::poll_fn(|cx| coalesce::poll_connection(conn.as_mut(), &mut ended, &push, cx)) => Some(r),
-            _ = $stop.cancelled() => None,
-        };
-        match stopped {
-            Some(r) => r,
-            None => {
-                conn.as_mut().graceful_shutdown();
-                std::future::poll_fn(|cx| coalesce::poll_connection(conn.as_mut(), &mut ended, &push, cx)).await
-            }
+        let end: Ending = $end;
+        async move {
+            let mut ended = None;
+            let stopped = tokio::select! {
+                r = std::future::poll_fn(|cx| coalesce::poll_connection(conn.as_mut(), &mut ended, &push, cx)) => Some(r),
+                _ = stop.cancelled() => None,
+            };
+            let result = match stopped {
+                Some(r) => r,
+                None => {
+                    conn.as_mut().graceful_shutdown();
+                    std::future::poll_fn(|cx| coalesce::poll_connection(conn.as_mut(), &mut ended, &push, cx)).await
+                }
+            };
+            end.finish(result);
         }
     }};
+}
+
+/// What is left to do when a connection ends: log how, the access log line of a head it left unfinished, and
+/// the count of open connections.
+struct Ending {
+    info: Arc<ConnInfo>,
+    shared: Arc<Shared>,
+}
+
+impl Ending {
+    fn finish(self, result: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "connection ended with an error");
+            super::unfinished_head::log(&*e, &self.info, &self.shared);
+        }
+        self.shared.counters.connection_closed();
+    }
 }
 
 /// What a request needs to know about the connection it came on.
@@ -140,9 +173,25 @@ pub async fn start<S>(
         )
         .await;
     };
-    let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
-    let stream = match tokio::time::timeout(limits.timeouts.header, handshake).await {
-        Ok(Ok(s)) => s,
+    // Boxed: the handshake's state (a whole rustls connection) is needed only until it completes; inline, the
+    // connection's task would keep room for it as long as the connection lives.
+    let handshake = Box::pin(tokio::time::timeout(
+        limits.timeouts.header,
+        tokio_rustls::TlsAcceptor::from(config).accept(io),
+    ));
+    // The stream goes into its boxed connection inside the match: a local holding it across the await below
+    // would keep room for a second copy in this future.
+    let served = match handshake.await {
+        Ok(Ok(stream)) => {
+            let protocol = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Protocol::Http2,
+                // An ACME CA's TLS-ALPN-01 validation: the handshake was the whole exchange (RFC 8737 §3).
+                Some(crate::tls::ACME_TLS) => return,
+                _ => Protocol::Http1,
+            };
+            let info = Arc::new(info("https", protocol));
+            serve(stream, info, protocol, limits, shared, stop)
+        }
         Ok(Err(e)) => {
             tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
             return;
@@ -152,21 +201,7 @@ pub async fn start<S>(
             return;
         }
     };
-    let protocol = match stream.get_ref().1.alpn_protocol() {
-        Some(b"h2") => Protocol::Http2,
-        // An ACME CA's TLS-ALPN-01 validation: the handshake was the whole exchange (RFC 8737 §3).
-        Some(crate::tls::ACME_TLS) => return,
-        _ => Protocol::Http1,
-    };
-    serve(
-        stream,
-        Arc::new(info("https", protocol)),
-        protocol,
-        limits,
-        shared,
-        stop,
-    )
-    .await;
+    served.await;
 }
 
 /// What a connection is held to, fixed when it arrives.
@@ -177,14 +212,17 @@ struct Limits {
     max_head: usize,
 }
 
-async fn serve<S>(
+/// The connection served in `protocol`. Not an `async fn`: its arguments (the TLS stream among them) would
+/// stay in the connection's future, moved out but still taking room, for as long as the connection lives.
+fn serve<S>(
     io: S,
     info: Arc<ConnInfo>,
     protocol: Protocol,
     limits: Limits,
     shared: Arc<Shared>,
     stop: CancellationToken,
-) where
+) -> Served
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let Limits {
@@ -196,50 +234,48 @@ async fn serve<S>(
     let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
     let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
     shared.counters.connection_opened();
+    // Each request's future is boxed: hyper keeps the slot for the request in flight allocated for the whole
+    // connection, so an unboxed future (every action's state) would be held by every idle keep-alive
+    // connection; boxed, the slot is a pointer and the request's state lives only while it runs.
+    let end = Ending {
+        info: info.clone(),
+        shared: shared.clone(),
+    };
     let svc = {
         let shared = shared.clone();
-        let info = info.clone();
         service_fn(move |req| {
             let shared = shared.clone();
             let info = info.clone();
-            async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) }
+            Box::pin(async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) })
         })
     };
-    let result = match protocol {
+    match protocol {
         Protocol::Http1 => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .max_header_size(max_head)
                 .serve_connection(TokioIo::new(io), svc)
                 .with_upgrades();
-            drive!(conn, stop, ())
+            Box::pin(drive!(conn, stop, (), end))
         }
         Protocol::Http2 => {
             let (io, flusher) = coalesce::new(io);
             let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
             configure_http2(&mut builder, &http2);
-            drive!(
-                builder.serve_connection(TokioIo::new(io), svc),
-                stop,
-                flusher
-            )
+            let conn = builder.serve_connection(TokioIo::new(io), svc);
+            Box::pin(drive!(conn, stop, flusher, end))
         }
         Protocol::Either => {
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
-            drive!(
-                builder.serve_connection_with_upgrades(TokioIo::new(io), svc),
-                stop,
-                ()
-            )
+            // The connection borrows the builder that made it: both live in the one future.
+            Box::pin(async move {
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+                drive!(conn, stop, (), end).await;
+            })
         }
-    };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "connection ended with an error");
-        super::unfinished_head::log(&*e, &info, &shared);
     }
-    shared.counters.connection_closed();
 }
 
 /// The limits of `settings.http.http2`, which bound what one client can make rein hold: streams at once, the
@@ -273,3 +309,37 @@ macro_rules! http2_knobs {
 
 http2_knobs!(hyper::server::conn::http2::Builder<TokioExecutor>);
 http2_knobs!(auto::Http2Builder<'_, TokioExecutor>);
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use super::start;
+    use crate::server::handler::handle;
+
+    /// The size of the future an `async fn` returns, read from its signature: nothing is built or run.
+    fn future_size3<A, B, C, F: Future>(_: fn(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn future_size5<A, B, C, D, E, F: Future>(_: fn(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// A connection's task lives as long as the connection, so what it holds inline every idle connection
+    /// holds: a few hundred bytes, its protocol's state being boxed apart. Every protocol's state inline, or a
+    /// moved-out copy of the TLS stream kept across an await, would make it kilobytes.
+    #[test]
+    fn a_connection_task_holds_little_inline() {
+        let size = future_size5(start::<tokio::net::TcpStream>);
+        assert!(size <= 1024, "the connection's future takes {size} bytes");
+    }
+
+    /// Each request's future is copied into a box when it starts, so it must stay small: a pass to an upstream
+    /// or application inline would make every request's copy about 5 kB long.
+    #[test]
+    fn a_request_future_is_small_enough_to_box_cheaply() {
+        let size = future_size3(handle);
+        assert!(size <= 3072, "the request's future takes {size} bytes");
+    }
+}
