@@ -3,10 +3,14 @@
 //! around the socket, and a graceful end when its listener goes away or rein stops.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use hyper::service::service_fn;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::{Service, service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -16,6 +20,7 @@ use super::Shared;
 use super::coalesce;
 use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts};
+use crate::body::Body;
 use crate::snapshot::{Http2Settings, ListenAddr};
 
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
@@ -205,7 +210,7 @@ async fn serve<S>(
             let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
             configure_http2(&mut builder, &http2);
             drive!(
-                builder.serve_connection(TokioIo::new(io), svc),
+                builder.serve_connection(TokioIo::new(io), boxed(svc)),
                 stop,
                 flusher
             )
@@ -215,7 +220,7 @@ async fn serve<S>(
             builder.http1().keep_alive(true).max_buf_size(max_head);
             configure_http2(&mut builder.http2(), &http2);
             drive!(
-                builder.serve_connection_with_upgrades(TokioIo::new(io), svc),
+                builder.serve_connection_with_upgrades(TokioIo::new(io), boxed(svc)),
                 stop,
                 ()
             )
@@ -225,6 +230,23 @@ async fn serve<S>(
         tracing::debug!(error = %e, "connection ended with an error");
     }
     shared.counters.connection_closed();
+}
+
+/// A request's future as HTTP/2 runs it: one task per stream, which hyper and tokio move by value several
+/// times before and after it runs (into the stream's future, into the task cell, out at the end). Boxed, each
+/// move is of a pointer, not of the whole handler's state; HTTP/1 keeps the future unboxed, in the place
+/// hyper keeps for it on the connection.
+type Handled = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+fn boxed<S>(
+    svc: S,
+) -> impl Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = Handled>
++ Clone
+where
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible> + Clone,
+    S::Future: Send + 'static,
+{
+    service_fn(move |req| -> Handled { Box::pin(svc.call(req)) })
 }
 
 /// The limits of `settings.http.http2`, which bound what one client can make rein hold: streams at once, the
