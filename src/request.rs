@@ -155,15 +155,18 @@ impl RequestInfo {
 /// Every HTTP/2 request has this form (`:authority`), so the common case, an authority that is already
 /// `host[:port]` as it would be rebuilt, is taken as it is, without formatting.
 fn host_from_target(headers: &mut HeaderMap, uri: &http::Uri) {
-    let (Some(authority), Some(host)) = (uri.authority(), uri.host()) else {
+    let Some(authority) = uri.authority() else {
         return;
     };
-    let value = match uri.port() {
-        None if authority.as_str() == host => http::HeaderValue::from_str(host),
-        Some(port) if is_plain_port(port.as_str()) && !authority.as_str().contains('@') => {
-            http::HeaderValue::from_str(authority.as_str())
+    let raw = authority.as_str();
+    let host = authority_host(raw);
+    // Without userinfo, what follows the host is `:port` or nothing; with it, what follows holds the `@`.
+    let value = match raw.strip_prefix(host) {
+        Some("") => http::HeaderValue::from_str(host),
+        Some(port) if port.strip_prefix(':').is_some_and(is_plain_port) => {
+            http::HeaderValue::from_str(raw)
         }
-        Some(_) | None => match uri.port_u16() {
+        _ => match uri.port_u16() {
             Some(port) => http::HeaderValue::try_from(format!("{host}:{port}")),
             None => http::HeaderValue::from_str(host),
         },
@@ -171,6 +174,26 @@ fn host_from_target(headers: &mut HeaderMap, uri: &http::Uri) {
     if let Ok(value) = value {
         headers.insert(http::header::HOST, value);
     }
+}
+
+/// The host of an authority (`[userinfo@]host[:port]`), as `http`'s `Authority::host` finds it, by byte
+/// searches rather than `str` patterns: every HTTP/2 request has an authority, and it is looked at twice.
+pub(crate) fn authority_host(authority: &str) -> &str {
+    let bytes = authority.as_bytes();
+    let start = bytes
+        .iter()
+        .rposition(|&b| b == b'@')
+        .map_or(0, |at| at + 1);
+    let rest = &bytes[start..];
+    let len = if rest.first() == Some(&b'[') {
+        rest.iter()
+            .position(|&b| b == b']')
+            .map_or(rest.len(), |end| end + 1)
+    } else {
+        rest.iter().position(|&b| b == b':').unwrap_or(rest.len())
+    };
+    // Both ends sit next to ASCII bytes (or at the ends of the string): character boundaries.
+    &authority[start..start + len]
 }
 
 /// A port written as `u16` would print it: no leading zero, in range.
@@ -195,7 +218,11 @@ fn strip_port(host: &str) -> &str {
         // An IPv6 literal: keep the brackets, drop what follows `]`.
         return host.find(']').map_or(host, |end| &host[..=end]);
     }
-    host.rsplit_once(':').map_or(host, |(name, _)| name)
+    // A byte search: the `str` pattern machinery cost more than the rest of this per request.
+    match host.bytes().rposition(|b| b == b':') {
+        Some(colon) => &host[..colon],
+        None => host,
+    }
 }
 
 /// Percent-decodes a path and resolves `.` and `..` segments and repeated slashes, as Unit does before matching.
@@ -362,6 +389,23 @@ mod tests {
         assert_eq!(info.headers["host"], "Evil.example:81");
         assert_eq!(info.host, "evil.example");
         assert_eq!(info.request_uri, "/x?q");
+    }
+
+    #[test]
+    fn an_authority_s_host_is_the_one_http_finds() {
+        for authority in [
+            "a.example",
+            "a.example:8443",
+            "a.example:",
+            "[::1]",
+            "[::1]:8443",
+            "u:p@a.example:81",
+            "u@[::1]:1",
+            "xn--d-eka.example:443",
+        ] {
+            let parsed: http::uri::Authority = authority.parse().expect("valid authority");
+            assert_eq!(authority_host(authority), parsed.host(), "{authority}");
+        }
     }
 
     #[test]

@@ -19,11 +19,15 @@ use crate::supervisor::conf::AppConf;
 use crate::upstream::conf::UpstreamConf;
 use crate::vars::Template;
 
+/// Routes by name, looked up on every request that passes to one: hashed with foldhash, as the names are the
+/// administrator's, never a client's.
+pub type Routes = HashMap<String, Arc<Route>, foldhash::fast::RandomState>;
+
 /// One whole configuration, compiled.
 pub struct Snapshot {
     pub listeners: BTreeMap<ListenAddr, Listener>,
     /// Routes by name; the array form of `routes` is stored under the empty name.
-    pub routes: HashMap<String, Arc<Route>>,
+    pub routes: Routes,
     pub settings: HttpSettings,
     pub access_log: Option<AccessLog>,
     /// `applications`, run by the supervisor.

@@ -13,7 +13,7 @@ pub use access_log::{LogCondition, LogFormat};
 pub use fastcgi::php_target;
 pub use routes::parse_pass;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -64,7 +64,7 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
     let upstreams = upstreams(top.get("upstreams"), &root.key("upstreams"))?;
     let (routes, passes) = match top.get("routes") {
         Some(v) => routes::compile(v, &root.key("routes"))?,
-        None => (HashMap::new(), Vec::new()),
+        None => (Default::default(), Vec::new()),
     };
     let listeners = match top.get("listeners") {
         Some(v) => listeners::compile(v, &root.key("listeners"), certificates)?,

@@ -1,6 +1,6 @@
 //! `routes` and their actions: steps with `match` and one of `pass`, `share`, `proxy` or `return`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use http::{HeaderName, StatusCode};
@@ -10,7 +10,9 @@ use crate::config::walk::{boolean, integer, known_keys, object, string, strings,
 use crate::config::{ConfigError, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
-use crate::snapshot::{Action, ActionKind, FastCgiServer, Pass, PassTarget, Route, Share, Step};
+use crate::snapshot::{
+    Action, ActionKind, FastCgiServer, Pass, PassTarget, Route, Routes, Share, Step,
+};
 use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
 
@@ -46,12 +48,9 @@ const SHARE_ONLY: &[&str] = &[
 ];
 
 /// Compiles `routes`: an array (stored under the name `""`) or an object of named arrays.
-pub fn compile(
-    v: &Value,
-    path: &JsonPath,
-) -> Result<(HashMap<String, Arc<Route>>, Passes), ConfigError> {
+pub fn compile(v: &Value, path: &JsonPath) -> Result<(Routes, Passes), ConfigError> {
     let mut passes = Vec::new();
-    let mut routes = HashMap::new();
+    let mut routes = Routes::default();
     match v {
         Value::Array(_) => {
             routes.insert(String::new(), Arc::new(route(v, path, &mut passes)?));
@@ -259,7 +258,7 @@ fn response_headers(
 }
 
 /// The targets of every `proxy` action (fallbacks included), as one-server upstreams.
-pub fn proxies(routes: &HashMap<String, Arc<Route>>) -> BTreeMap<String, UpstreamConf> {
+pub fn proxies(routes: &Routes) -> BTreeMap<String, UpstreamConf> {
     fn visit(action: &Action, out: &mut BTreeMap<String, UpstreamConf>) {
         match &action.kind {
             ActionKind::Proxy(url) => {
@@ -336,7 +335,7 @@ fn template_str(s: &str, path: &JsonPath) -> Result<Template, ConfigError> {
 
 /// The names a fixed `pass` may point at.
 pub struct Targets<'a> {
-    pub routes: &'a HashMap<String, Arc<Route>>,
+    pub routes: &'a Routes,
     pub applications: &'a BTreeMap<String, crate::supervisor::conf::AppConf>,
     pub upstreams: &'a BTreeSet<String>,
 }
@@ -375,10 +374,7 @@ fn route_label(name: &str) -> String {
 }
 
 /// Rejects a route that can pass back to itself: such a request would loop forever.
-pub fn check_cycles(
-    routes: &HashMap<String, Arc<Route>>,
-    passes: &Passes,
-) -> Result<(), ConfigError> {
+pub fn check_cycles(routes: &Routes, passes: &Passes) -> Result<(), ConfigError> {
     let edges = |name: &str| -> Vec<(String, JsonPath)> {
         let prefix = if name.is_empty() {
             "routes/".to_owned()
@@ -415,7 +411,7 @@ pub fn check_cycles(
 
 /// Whether a pass found at `path` sits inside route `name` (named routes' paths start with their name;
 /// the array form's paths start with an index).
-fn belongs_to(path: &str, name: &str, routes: &HashMap<String, Arc<Route>>) -> bool {
+fn belongs_to(path: &str, name: &str, routes: &Routes) -> bool {
     let rest = &path["routes/".len()..];
     if name.is_empty() {
         routes.len() == 1

@@ -201,10 +201,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         let deadline = *self
             .read_deadline
             .get_or_insert_with(|| Instant::now() + limit);
-        if self.read_timer.deadline() != deadline {
+        // The timer only has to fire no later than the deadline. Each keep-alive request moves the idle
+        // deadline later, so the timer set for an earlier one is kept, and moved on once, when it fires
+        // (one early wake per timeout, instead of a timer reset per request).
+        if self.read_timer.deadline() > deadline {
             self.read_timer.as_mut().reset(deadline);
         }
-        self.read_timer.as_mut().poll(cx)
+        loop {
+            ready!(self.read_timer.as_mut().poll(cx));
+            if self.read_timer.deadline() >= deadline {
+                return Poll::Ready(());
+            }
+            self.read_timer.as_mut().reset(deadline);
+        }
     }
 
     /// Follows the handler's view of the connection into the read phase and its deadline.
@@ -467,4 +476,50 @@ async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S, owed: Vec<u8>)
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            header: Duration::from_secs(5),
+            body: Duration::from_secs(5),
+            send: Duration::from_secs(5),
+            idle: Duration::from_secs(10),
+        }
+    }
+
+    /// The timer set for the first idle deadline (10 s) is kept when a request moves the deadline on (to
+    /// 16 s): when it fires, the connection must wait on, not close.
+    #[tokio::test(start_paused = true)]
+    async fn a_keep_alive_request_moves_the_idle_deadline_on() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let state = Arc::new(ConnState::default());
+        let mut io = TimedIo::new(server, state.clone(), timeouts(), false);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        client.write_all(b"GET").await.expect("write");
+        let mut buf = [0u8; 16];
+        assert_eq!(io.read(&mut buf).await.expect("read"), 3);
+        drop(state.begin_request());
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 16];
+            let n = io.read(&mut buf).await;
+            (n.map_err(|e| e.kind()), Instant::now())
+        });
+        let start = Instant::now();
+        let (n, at) = reader.await.expect("the reader task");
+        assert_eq!(n, Ok(0), "an idle connection ends with EOF");
+        // Paused time moves only from timer to timer: the close comes at the second deadline (the timer
+        // wheel rounds up to its millisecond), not at the first.
+        let waited = at - start;
+        assert!(
+            waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
+            "the idle timeout counts from the end of the last request: {waited:?}"
+        );
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.expect("read the 408");
+        assert!(answer.starts_with(b"HTTP/1.1 408"));
+    }
 }

@@ -25,7 +25,8 @@ pub fn check(parts: &Parts) -> Result<(), (StatusCode, &'static str)> {
     }
     if parts
         .uri
-        .host()
+        .authority()
+        .map(|a| crate::request::authority_host(a.as_str()))
         .is_some_and(|h| !valid_host_name(h.as_bytes()))
     {
         return Err((

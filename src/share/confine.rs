@@ -19,6 +19,11 @@ pub fn within_fixed_part(path: &str, fixed: usize) -> bool {
         return true;
     }
     let dir_end = text.rfind('/').map_or(0, |slash| slash + 1);
+    if !path.as_bytes()[dir_end..].windows(2).any(|w| w == b"..") {
+        // No `..` from the fixed text's last directory on (the request may complete a name the text
+        // began): nothing can climb. The common case, and it is checked per request.
+        return true;
+    }
     // Text after the last slash is the start of a name the request completes: leaving that name is leaving
     // the fixed part.
     let floor = usize::from(dir_end < fixed);

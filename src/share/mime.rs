@@ -70,9 +70,19 @@ const BUILT_IN: &[(&str, &str)] = &[
 /// The user's MIME overrides, compiled for lookup by file name.
 #[derive(Debug, Clone, Default)]
 pub struct MimeTypes {
-    /// Lowercased `.ext` or bare file name => MIME type.
-    by_key: HashMap<String, String>,
+    /// Lowercased `.ext` or bare file name => MIME type, with its `Content-Type` value made once here
+    /// rather than per response.
+    by_key: HashMap<String, (String, HeaderValue)>,
 }
+
+/// A type found in one of the tables.
+enum Found<'a> {
+    User(&'a (String, HeaderValue)),
+    BuiltIn(&'static str),
+}
+
+/// The user's keys up to this long are lowercased on the stack: every request for a file looks its type up.
+const SHORT_KEY: usize = 32;
 
 impl MimeTypes {
     /// Compiles Unit's `mime_types` object: `{"text/plain": [".log", "README"], "text/x-code": ".c"}`.
@@ -108,12 +118,14 @@ impl MimeTypes {
             return Err(at.error("a file name or extension must not contain '/'"));
         }
         let key = name.to_ascii_lowercase();
-        if let Some(other) = self.by_key.get(&key) {
+        if let Some((other, _)) = self.by_key.get(&key) {
             return Err(at.error(format!(
                 "{name:?} is already declared for the MIME type {other:?}"
             )));
         }
-        self.by_key.insert(key, mime.to_owned());
+        let value = HeaderValue::from_str(mime)
+            .map_err(|_| at.error(format!("{mime:?} is not a valid header value")))?;
+        self.by_key.insert(key, (mime.to_owned(), value));
         Ok(())
     }
 
@@ -121,24 +133,91 @@ impl MimeTypes {
     /// ignored). `None` means no `Content-Type` is sent; as in Unit, `types` sees that as `""` (so `"types":
     /// ["!"]` refuses files of unknown type).
     pub fn known(&self, file_name: &str) -> Option<&str> {
-        let key = extension(file_name).to_ascii_lowercase();
-        if let Some(mime) = self.by_key.get(&key) {
-            return Some(mime);
+        match self.find(file_name)? {
+            Found::User((mime, _)) => Some(mime),
+            Found::BuiltIn(mime) => Some(mime),
         }
+    }
+
+    /// The `Content-Type` value for `file_name`, as [`MimeTypes::known`] names it.
+    pub fn content_type(&self, file_name: &str) -> Option<HeaderValue> {
+        match self.find(file_name)? {
+            Found::User((_, value)) => Some(value.clone()),
+            Found::BuiltIn(mime) => Some(HeaderValue::from_static(mime)),
+        }
+    }
+
+    fn find(&self, file_name: &str) -> Option<Found<'_>> {
+        let ext = extension(file_name);
+        if !self.by_key.is_empty()
+            && let Some(entry) = self.user(ext)
+        {
+            return Some(Found::User(entry));
+        }
+        let packed = packed_key(ext.as_bytes())?;
         BUILT_IN
             .iter()
-            .find(|(ext, _)| *ext == key)
-            .map(|(_, mime)| *mime)
+            .zip(PACKED_BUILT_IN)
+            .find(|(_, built_in)| *built_in == packed)
+            .map(|((_, mime), _)| Found::BuiltIn(mime))
     }
+
+    fn user(&self, ext: &str) -> Option<&(String, HeaderValue)> {
+        match lowercase_on_stack(ext, &mut [0; SHORT_KEY]) {
+            Some(key) => self.by_key.get(key),
+            None => self.by_key.get(&ext.to_ascii_lowercase()),
+        }
+    }
+}
+
+/// Unit's built-in keys, lowercased and packed by [`pack`], in [`BUILT_IN`]'s order: a lookup compares
+/// integers instead of strings.
+const PACKED_BUILT_IN: [u64; BUILT_IN.len()] = {
+    let mut packed = [0; BUILT_IN.len()];
+    let mut i = 0;
+    while i < BUILT_IN.len() {
+        let key = BUILT_IN[i].0.as_bytes();
+        assert!(key.len() <= 8, "a built-in key longer than 8 bytes");
+        packed[i] = pack(key);
+        i += 1;
+    }
+    packed
+};
+
+/// Up to 8 bytes, lowercased, as one integer (zero-padded).
+const fn pack(key: &[u8]) -> u64 {
+    let mut packed = 0;
+    let mut i = 0;
+    while i < key.len() {
+        packed |= (key[i].to_ascii_lowercase() as u64) << (8 * i);
+        i += 1;
+    }
+    packed
+}
+
+/// `key` packed for comparison with [`PACKED_BUILT_IN`], or `None` when it cannot be a built-in key: longer
+/// than 8 bytes, or holding a NUL (which the zero padding would hide).
+fn packed_key(key: &[u8]) -> Option<u64> {
+    (key.len() <= 8 && !key.contains(&0)).then(|| pack(key))
+}
+
+/// `s` lowercased into `buf`, or `None` when it does not fit.
+fn lowercase_on_stack<'b>(s: &str, buf: &'b mut [u8; SHORT_KEY]) -> Option<&'b str> {
+    let buf = buf.get_mut(..s.len())?;
+    buf.copy_from_slice(s.as_bytes());
+    buf.make_ascii_lowercase();
+    // ASCII lowercasing keeps UTF-8 valid.
+    std::str::from_utf8(buf).ok()
 }
 
 /// Unit's "extension" of a path: from its last dot (included), or its whole last segment when that has no
 /// dot. "archive.tar.gz" is ".gz", "Makefile" is "Makefile", "trailing." is ".".
 fn extension(path: &str) -> &str {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    match name.rfind('.') {
-        Some(dot) => &name[dot..],
-        None => name,
+    let bytes = path.as_bytes();
+    let name_start = bytes.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+    match bytes[name_start..].iter().rposition(|&b| b == b'.') {
+        Some(dot) => &path[name_start + dot..],
+        None => &path[name_start..],
     }
 }
 
@@ -195,6 +274,34 @@ mod tests {
         assert_eq!(m.known("page.html"), Some("text/plain"));
         assert_eq!(m.known("/src/main.c"), Some("text/x-code"));
         assert_eq!(m.known("a.png"), Some("image/png"));
+    }
+
+    #[test]
+    fn content_types_are_the_known_types_as_header_values() {
+        let long = format!(".{}", "x".repeat(SHORT_KEY * 2));
+        let m = compile(json!({"text/plain": [".log", long.to_uppercase()]})).expect("valid");
+        assert_eq!(
+            m.content_type("/a/b.LOG"),
+            Some(HeaderValue::from_static("text/plain"))
+        );
+        assert_eq!(
+            m.content_type(&format!("/a/b{long}")),
+            Some(HeaderValue::from_static("text/plain"))
+        );
+        assert_eq!(
+            m.content_type("/a/b.Html"),
+            Some(HeaderValue::from_static("text/html"))
+        );
+        assert_eq!(m.content_type("/a.d/Makefile"), None);
+        assert_eq!(m.known("/a.d/file.JPG"), Some("image/jpeg"));
+        assert_eq!(
+            MimeTypes::default().content_type("x.txt"),
+            Some(HeaderValue::from_static("text/plain"))
+        );
+        assert_eq!(m.known("/a/b.WOFF2"), Some("font/woff2"));
+        assert_eq!(m.known("/a/b.txt\0"), None, "a NUL is no padding");
+        assert_eq!(m.known("/a/b.txtxtxtx"), None);
+        assert_eq!(m.known("/a/.TXT"), Some("text/plain"));
     }
 
     #[test]

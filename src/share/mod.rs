@@ -136,6 +136,6 @@ pub async fn serve(
             return ShareOutcome::Served(response::internal_error());
         }
     };
-    let mime_type = mime.known(&path);
+    let mime_type = mime.content_type(&path);
     ShareOutcome::Served(response::file(rep, vary, mime_type, head, headers))
 }

@@ -34,6 +34,13 @@ const LOCATION: &AsciiSet = &CONTROLS
     .add(b'|')
     .add(b'}');
 
+/// A file response's header map, sized for all its fields and those added after it (`Server`, and `Date` on
+/// HTTP/2, where hyper inserts it into the map): the default size is full at six and would be regrown, a
+/// copy of every field, on each response.
+fn fields() -> HeaderMap {
+    HeaderMap::with_capacity(12)
+}
+
 fn bare(status: StatusCode) -> Response<Body> {
     let mut resp = Response::new(body::empty());
     *resp.status_mut() = status;
@@ -74,7 +81,7 @@ pub fn directory_redirect(uri_path: &str, query: &str) -> Response<Body> {
 pub fn file(
     rep: Representation,
     vary: bool,
-    mime: Option<&str>,
+    mime: Option<HeaderValue>,
     head: bool,
     req: &HeaderMap,
 ) -> Response<Body> {
@@ -105,18 +112,23 @@ fn validator_headers(h: &mut HeaderMap, v: &Validators) {
 fn content(
     rep: Representation,
     v: &Validators,
-    mime: Option<&str>,
+    mime: Option<HeaderValue>,
     head: bool,
     req: &HeaderMap,
 ) -> Response<Body> {
     let size = rep.size;
     let (status, segments, mut h) = match requested_ranges(req, v, size) {
-        RangeOutcome::Full => (StatusCode::OK, whole(size), HeaderMap::new()),
-        RangeOutcome::Partial(ranges) => partial(&ranges, size, mime),
+        RangeOutcome::Full => (StatusCode::OK, whole(size), fields()),
+        RangeOutcome::Partial(ranges) => {
+            let name = mime
+                .as_ref()
+                .and_then(|m| std::str::from_utf8(m.as_bytes()).ok());
+            partial(&ranges, size, name)
+        }
         RangeOutcome::Unsatisfiable => return unsatisfiable(size),
     };
     if let Some(mime) = mime.filter(|_| !h.contains_key(header::CONTENT_TYPE)) {
-        set(&mut h, header::CONTENT_TYPE, mime);
+        h.insert(header::CONTENT_TYPE, mime);
     }
     let length: u64 = segments.iter().map(Segment::len).sum();
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
@@ -159,7 +171,7 @@ fn partial(
     size: u64,
     mime: Option<&str>,
 ) -> (StatusCode, Vec<Segment>, HeaderMap) {
-    let mut h = HeaderMap::new();
+    let mut h = fields();
     let segments = match ranges {
         [one] => {
             set(&mut h, header::CONTENT_RANGE, one.content_range(size));
