@@ -425,15 +425,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_rewrite_encodes_what_a_target_cannot_carry() {
-        let mut parts = http::Request::get("/a%20b%0D%0Ac")
+    /// A plain-HTTP `GET target` with a Host.
+    fn get(target: &str) -> RequestInfo {
+        let mut parts = http::Request::get(target)
             .header("host", "h")
             .body(())
             .unwrap()
             .into_parts()
             .0;
-        let (mut info, _) = RequestInfo::from_parts(&mut parts, "http", None, None);
+        RequestInfo::from_parts(&mut parts, "http", None, None).0
+    }
+
+    #[test]
+    fn a_rewrite_encodes_what_a_target_cannot_carry() {
+        let mut info = get("/a%20b%0D%0Ac");
         assert_eq!(info.path, "/a b\r\nc");
         let new = format!("/v1{}?q=x y", info.path);
         info.rewrite(&new).unwrap();
@@ -450,13 +455,7 @@ mod tests {
 
     #[test]
     fn a_rewrite_keeps_the_clients_arguments() {
-        let mut parts = http::Request::get("/a?x=1")
-            .header("host", "h")
-            .body(())
-            .unwrap()
-            .into_parts()
-            .0;
-        let (mut info, _) = RequestInfo::from_parts(&mut parts, "http", None, None);
+        let mut info = get("/a?x=1");
         info.rewrite("/new?some").unwrap();
         assert_eq!((info.path.as_str(), info.query.as_str()), ("/new", "x=1"));
         assert_eq!(info.target(), "/new?x=1");

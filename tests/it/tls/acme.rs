@@ -69,6 +69,16 @@ fn wait_site(rein: &Rein, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
+/// The issued chain verifies against Pebble's root for each name, and the request is served.
+fn serves_every_name(pebble: &Pebble, tls: SocketAddr) {
+    let client = pebble.client();
+    for name in NAMES {
+        let mut conn = TlsConn::open(tls, name, client.clone());
+        assert_eq!(conn.peer_names(), NAMES.map(|n| format!("DNSName({n})")));
+        assert_eq!(conn.get("/", name).status, 204);
+    }
+}
+
 /// The issued leaf as `/certificates` describes it.
 fn leaf(rein: &Rein) -> Value {
     rein.api("GET", "/certificates/site/chain/0", None).1
@@ -98,13 +108,7 @@ fn acme_issues_a_certificate_from_nothing() {
         "{site}"
     );
     assert_eq!(site["last_error"], Value::Null);
-    // The chain verifies against Pebble's root, for each name, and the request is served.
-    let client = pebble.client();
-    for name in NAMES {
-        let mut conn = TlsConn::open(tls, name, client.clone());
-        assert_eq!(conn.peer_names(), NAMES.map(|n| format!("DNSName({n})")));
-        assert_eq!(conn.get("/", name).status, 204);
-    }
+    serves_every_name(&pebble, tls);
     // Listed under /certificates like an uploaded bundle, saved beside them; the account key kept, private.
     assert!(
         leaf(&rein)["issuer"]["common_name"]
@@ -305,12 +309,7 @@ fn acme_tls_alpn_01_issues_through_the_tls_listener_alone() {
     assert_eq!(rein.api("PUT", "/config/acme", Some(&body)).0, 200);
     let site = wait_site(&rein, "issuance by TLS-ALPN-01", |s| s["state"] == "valid");
     assert_eq!(site["last_error"], Value::Null);
-    let client = pebble.client();
-    for name in NAMES {
-        let mut conn = TlsConn::open(tls, name, client.clone());
-        assert_eq!(conn.peer_names(), NAMES.map(|n| format!("DNSName({n})")));
-        assert_eq!(conn.get("/", name).status, 204);
-    }
+    serves_every_name(&pebble, tls);
     // The validation certificates are withdrawn once the order is settled: a handshake offering acme-tls/1
     // now gets the issued bundle, and no HTTP.
     let out = Command::new("openssl")

@@ -5,6 +5,7 @@ mod acme;
 mod pebble;
 mod pki;
 
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
@@ -465,6 +466,24 @@ fn the_scheme_reaches_fastcgi_upstreams_and_websockets_over_tls() {
     );
 }
 
+/// What `openssl s_client -brief` (OpenSSL's own client, for `site.test` at `addr`, with `options`) prints
+/// after `label` once its handshake completes; `None` if it does not.
+fn s_client_says(addr: SocketAddr, options: &[&str], label: &str) -> Option<String> {
+    let out = Command::new("openssl")
+        .args(["s_client", "-brief"])
+        .args(options)
+        .args(["-servername", "site.test", "-connect"])
+        .arg(addr.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    // With -brief, a completed handshake prints "Protocol version: …", "Ciphersuite: …" (on standard error).
+    let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .map(str::to_owned)
+}
+
 #[test]
 fn tls_1_0_and_1_1_are_refused_and_1_2_and_1_3_are_served() {
     let rein = Rein::start();
@@ -473,24 +492,11 @@ fn tls_1_0_and_1_1_are_refused_and_1_2_and_1_3_are_served() {
     let addr = https(&rein, json!("site"));
     // OpenSSL's own client, allowed the old versions (security level 0) so that only rein can refuse them.
     let handshake = |version: &str| {
-        let out = Command::new("openssl")
-            .args([
-                "s_client",
-                "-brief",
-                version,
-                "-cipher",
-                "DEFAULT@SECLEVEL=0",
-            ])
-            .args(["-servername", "site.test", "-connect"])
-            .arg(addr.to_string())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("openssl");
-        // With -brief, a completed handshake prints "Protocol version: TLSv1.3" (on standard error).
-        let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
-        text.lines()
-            .find_map(|l| l.strip_prefix("Protocol version: "))
-            .map(str::to_owned)
+        s_client_says(
+            addr,
+            &[version, "-cipher", "DEFAULT@SECLEVEL=0"],
+            "Protocol version: ",
+        )
     };
     assert_eq!(handshake("-tls1"), None);
     assert_eq!(handshake("-tls1_1"), None);
@@ -506,18 +512,7 @@ fn the_server_picks_aes_128_gcm_even_when_the_client_prefers_aes_256() {
     let addr = https(&rein, json!("site"));
     // The client lists AES-256 first: the suite chosen is rein's preference, not the client's.
     let suite = |version: &str, option: &str, suites: &str| {
-        let out = Command::new("openssl")
-            .args(["s_client", "-brief", version, option, suites])
-            .args(["-servername", "site.test", "-connect"])
-            .arg(addr.to_string())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("openssl");
-        // With -brief, a completed handshake prints "Ciphersuite: NAME" (on standard error).
-        let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
-        text.lines()
-            .find_map(|l| l.strip_prefix("Ciphersuite: "))
-            .map(str::to_owned)
+        s_client_says(addr, &[version, option, suites], "Ciphersuite: ")
     };
     assert_eq!(
         suite(
