@@ -130,6 +130,8 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     inner: Option<S>,
     /// The peer closed its side: there is nothing left to linger for.
     peer_closed: bool,
+    /// Our side is shut down already (hyper closed the connection): the lingering close only reads.
+    shut_down: bool,
     state: std::sync::Arc<ConnState>,
     timeouts: Timeouts,
     /// HTTP/2: many requests share the socket, so no one request's phase is the connection's. The socket
@@ -163,6 +165,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         TimedIo {
             inner: Some(inner),
             peer_closed: false,
+            shut_down: false,
             state,
             timeouts,
             multiplexed,
@@ -441,7 +444,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for TimedIo<
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         ready!(this.poll_owed(cx))?;
-        this.io().poll_shutdown(cx)
+        let done = ready!(this.io().poll_shutdown(cx));
+        this.shut_down = done.is_ok();
+        Poll::Ready(done)
     }
 }
 
@@ -454,19 +459,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Drop for TimedIo<S> {
             return;
         }
         let owed = std::mem::take(&mut self.owed);
+        let shut_down = self.shut_down && owed.is_empty();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(linger(socket, owed));
+            runtime.spawn(linger(socket, owed, shut_down));
         }
     }
 }
 
-/// Writes what is owed of an answer, closes our side, then reads and discards until the peer closes too or
-/// [`LINGER`] passes.
-async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S, owed: Vec<u8>) {
+/// Writes what is owed of an answer, closes our side (unless `shut_down` says it is closed already), then reads
+/// and discards until the peer closes too or [`LINGER`] passes.
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S, owed: Vec<u8>, shut_down: bool) {
     if !owed.is_empty() {
         let _ = tokio::time::timeout(LINGER, socket.write_all(&owed)).await;
     }
-    let _ = socket.shutdown().await;
+    if !shut_down {
+        let _ = socket.shutdown().await;
+    }
     let mut sink = [0u8; 4096];
     let _ = tokio::time::timeout(LINGER, async {
         while let Ok(n) = socket.read(&mut sink).await {
