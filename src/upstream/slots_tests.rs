@@ -228,11 +228,12 @@ fn every_lane_is_served_while_both_wait() {
     for thread in threads {
         thread.join().expect("no panic");
     }
-    // Two lanes of 40 requests sharing two slots take turns: neither goes unserved while the other's next
-    // 400 requests are.
+    // Two lanes of 40 requests sharing two slots take turns: neither goes unserved for a tenth of the run. A
+    // lane starved while the other waits would go unserved for most of it; a tighter bound would measure the
+    // machine instead (a lane's thread not scheduled for a few milliseconds misses that many requests).
     let longest = [0, 1].map(|lane| longest_without[lane].load(Ordering::SeqCst));
     assert!(
-        longest.iter().all(|n| *n < 400),
+        longest.iter().all(|n| *n < TOTAL / 10),
         "requests served while a lane waited: {longest:?}"
     );
 }
