@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::coalesce;
 use super::handler;
-use super::timeouts::{ConnState, TimedIo, Timeouts};
+use super::timeouts::{ConnState, TimedIo, Timeouts, Timing};
 use crate::snapshot::{Http2Settings, ListenAddr};
 
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
@@ -232,7 +232,12 @@ where
     } = limits;
     let frames = super::h2_floods::Frames::new(protocol != Protocol::Http1);
     let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
-    let io = TimedIo::new(io, info.state.clone(), timeouts, info.multiplexed);
+    let timing = match protocol {
+        Protocol::Http1 => Timing::Http1,
+        Protocol::Http2 => Timing::Multiplexed,
+        Protocol::Either => Timing::Either,
+    };
+    let io = TimedIo::new(io, info.state.clone(), timeouts, timing);
     shared.counters.connection_opened();
     // Each request's future is boxed: hyper keeps the slot for the request in flight allocated for the whole
     // connection, so an unboxed future (every action's state) would be held by every idle keep-alive

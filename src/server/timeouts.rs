@@ -93,6 +93,15 @@ impl Drop for InRequest {
     }
 }
 
+/// How a connection's reads are timed: by requests (HTTP/1.1), by idleness only (HTTP/2, where requests share
+/// the connection), or as its client's first bytes say (an `h2c` listener takes both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    Http1,
+    Multiplexed,
+    Either,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     pub header: Duration,
@@ -150,14 +159,20 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     owed: Vec<u8>,
     /// What is left to hand hyper of a request line made longer by escaping (`request_line`).
     pending: Vec<u8>,
+    /// On a listener that takes both protocols (`h2c`): how much of the HTTP/2 preface the client's first
+    /// bytes matched so far, until they tell which protocol it speaks; `None` once known.
+    sniffing: Option<usize>,
 }
+
+/// The HTTP/2 client preface (RFC 9113 §3.4), by which an `h2c` client is told from an HTTP/1 one.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
     pub fn new(
         inner: S,
         state: std::sync::Arc<ConnState>,
         timeouts: Timeouts,
-        multiplexed: bool,
+        protocol: Timing,
     ) -> Self {
         // A fresh connection waits for its first request as a keep-alive one does for its next: Unit's
         // `idle_timeout`, then 408.
@@ -168,7 +183,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             shut_down: false,
             state,
             timeouts,
-            multiplexed,
+            multiplexed: protocol != Timing::Http1,
             phase: Phase::Idle,
             seen_epoch: 0,
             read_deadline: Some(first),
@@ -177,6 +192,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             write_waiting: false,
             owed: Vec::new(),
             pending: Vec::new(),
+            sniffing: (protocol == Timing::Either).then_some(0),
+        }
+    }
+
+    /// Follows the client's first bytes on an `h2c` listener: an HTTP/1 client is timed as HTTP/1
+    /// (`header_read_timeout` for its heads, `body_read_timeout` for its bodies), an HTTP/2 one as multiplexed.
+    fn sniff(&mut self, data: &[u8]) {
+        let Some(seen) = self.sniffing else { return };
+        let n = data.len().min(PREFACE.len() - seen);
+        if data[..n] != PREFACE[seen..seen + n] {
+            self.multiplexed = false;
+            self.sniffing = None;
+        } else if seen + n == PREFACE.len() {
+            self.sniffing = None;
+        } else {
+            self.sniffing = Some(seen + n);
         }
     }
 
@@ -291,6 +322,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
         match this.io().poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
+                    this.sniff(&buf.filled()[before..]);
                     if head_starts {
                         this.escape_request_line(buf, before);
                     }
@@ -505,7 +537,7 @@ mod tests {
     async fn a_keep_alive_request_moves_the_idle_deadline_on() {
         let (mut client, server) = tokio::io::duplex(1024);
         let state = Arc::new(ConnState::default());
-        let mut io = TimedIo::new(server, state.clone(), timeouts(), false);
+        let mut io = TimedIo::new(server, state.clone(), timeouts(), Timing::Http1);
         tokio::time::advance(Duration::from_secs(6)).await;
         client.write_all(b"GET").await.expect("write");
         let mut buf = [0u8; 16];

@@ -164,6 +164,30 @@ fn silent_and_partial_connections_get_408() {
     assert!(partial.is_closed());
 }
 
+/// On a listener that also takes HTTP/2 without TLS (`h2c`), an HTTP/1 client's partial head is held to
+/// `header_read_timeout`, not to the far longer `idle_timeout` an HTTP/2 connection waits between requests.
+#[test]
+fn an_h2c_listener_times_its_http1_clients_as_http1() {
+    let rein = Rein::start();
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "h2c": true}},
+        "routes": [{"action": {"return": 200}}],
+        "settings": {"http": {"idle_timeout": 600, "header_read_timeout": 0.3}},
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    let mut partial = Conn::open(addr);
+    partial.send_raw(b"GET / HTTP/1.1\r\nHost: a\r\n");
+    assert_eq!(partial.read().map(|r| r.status), Some(408));
+    assert!(partial.is_closed());
+    // A whole request is served as before.
+    assert_eq!(
+        raw(addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap()
+            .status,
+        200
+    );
+}
+
 /// Unit answers 431 to a header field line that does not fit `large_header_buffer_size` (8 KB by default), a
 /// long `Host` included, and takes the setting (with `large_header_buffers` and `body_buffer_size`).
 #[test]
