@@ -316,14 +316,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
             return Poll::Ready(Ok(()));
         }
         this.sync_phase();
-        // HTTP/1: the first bytes of a request start with its request line.
-        let head_starts = !this.multiplexed && this.phase == Phase::Idle;
+        let idle = this.phase == Phase::Idle;
         let before = buf.filled().len();
         match this.io().poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     this.sniff(&buf.filled()[before..]);
-                    if head_starts {
+                    // HTTP/1: the first bytes of a request start with its request line.
+                    if idle && !this.multiplexed {
                         this.escape_request_line(buf, before);
                     }
                     this.on_bytes();
