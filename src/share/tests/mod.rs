@@ -93,6 +93,23 @@ impl Site {
         .await
     }
 
+    /// A GET of the share path `rel` for the request `uri_path?query`, allowed only the types `types` passes.
+    async fn get_as(
+        &self,
+        rel: &str,
+        uri_path: &str,
+        query: &str,
+        types: Option<&(dyn Fn(&str) -> bool + Sync)>,
+    ) -> ShareOutcome {
+        let target = Target {
+            method: &Method::GET,
+            headers: &HeaderMap::new(),
+            uri_path,
+            query,
+        };
+        serve(&self.path(rel), &self.opts, types, &self.mime, &target).await
+    }
+
     async fn get(&self, rel: &str, h: &[(&'static str, &str)]) -> Answer {
         answer(self.run(Method::GET, rel, h).await).await
     }

@@ -4,7 +4,7 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use ::http::{HeaderMap, Method, StatusCode, header};
+use ::http::{Method, StatusCode, header};
 
 use super::*;
 use crate::share::resolve::{self, Resolver};
@@ -62,37 +62,11 @@ async fn index_and_directories() {
 
     // A directory without its slash: redirect to the request path plus "/", escaped.
     std::fs::create_dir(s.root().join("a b")).expect("mkdir");
-    let out = serve(
-        &s.path("a b"),
-        &s.opts,
-        None,
-        &s.mime,
-        &Target {
-            method: &Method::GET,
-            headers: &HeaderMap::new(),
-            uri_path: "/x/a b",
-            query: "q=1",
-        },
-    )
-    .await;
-    let a = answer(out).await;
+    let a = answer(s.get_as("a b", "/x/a b", "q=1", None).await).await;
     assert_eq!(a.status, StatusCode::MOVED_PERMANENTLY);
     assert_eq!(a.header(header::LOCATION), "/x/a%20b/?q=1");
     // Already slashed: still a directory named without a trailing slash in the share, so Unit's redirect.
-    let out = serve(
-        &s.path("d"),
-        &s.opts,
-        None,
-        &s.mime,
-        &Target {
-            method: &Method::GET,
-            headers: &HeaderMap::new(),
-            uri_path: "/d/",
-            query: "",
-        },
-    )
-    .await;
-    let ShareOutcome::Served(r) = out else {
+    let ShareOutcome::Served(r) = s.get_as("d", "/d/", "", None).await else {
         panic!("expected a redirect")
     };
     assert_eq!(r.status(), StatusCode::MOVED_PERMANENTLY);
@@ -112,26 +86,7 @@ async fn missing_special_and_types() {
     assert!(is_not_found(&s.run(Method::GET, "fifo", &[]).await));
 
     let only_html = |m: &str| m == "text/html";
-    let run = |rel: &str| {
-        let path = s.path(rel);
-        let (opts, mime) = (&s.opts, &s.mime);
-        async move {
-            let h = HeaderMap::new();
-            serve(
-                &path,
-                opts,
-                Some(&only_html),
-                mime,
-                &Target {
-                    method: &Method::GET,
-                    headers: &h,
-                    uri_path: "/",
-                    query: "",
-                },
-            )
-            .await
-        }
-    };
+    let run = |rel: &'static str| s.get_as(rel, "/", "", Some(&only_html));
     assert!(is_forbidden(&run("a.txt").await));
     // As in Unit, the type is checked before the file is looked for.
     assert!(is_forbidden(&run("missing.txt").await));
@@ -140,19 +95,7 @@ async fn missing_special_and_types() {
     // A path ending in `/` serves its index whatever `types` says (Unit checks types on the path only).
     s.write("d/index.html", b"index");
     let only_text = |m: &str| m == "text/plain";
-    let out = serve(
-        &s.path("d/"),
-        &s.opts,
-        Some(&only_text),
-        &s.mime,
-        &Target {
-            method: &Method::GET,
-            headers: &HeaderMap::new(),
-            uri_path: "/d/",
-            query: "",
-        },
-    )
-    .await;
+    let out = s.get_as("d/", "/d/", "", Some(&only_text)).await;
     assert!(matches!(out, ShareOutcome::Served(r) if r.status() == StatusCode::OK));
 }
 
