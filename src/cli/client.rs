@@ -13,6 +13,7 @@ use super::exit;
 use crate::control::{ControlAddr, token};
 
 /// A running rein's control API, and where its token is kept.
+#[derive(Clone)]
 pub struct Target {
     pub addr: ControlAddr,
     /// Read when the API is on TCP, unless `REIN_TOKEN` holds the token itself.
@@ -123,6 +124,36 @@ pub fn send(
             ExitCode::from(exit::UNREACHABLE)
         }
     }
+}
+
+/// Why a request to the control API got no answer.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ClientError {
+    #[error(transparent)]
+    Token(#[from] token::TokenError),
+    #[error("cannot make a control API request of {path:?}: {source}")]
+    Request { path: String, source: http::Error },
+    #[error("cannot reach the control API at {addr}: {source}")]
+    Unreachable {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+/// `GET path`: its status and body, for a command that reads the answer itself (`rein top`).
+pub(super) async fn get(target: &Target, path: &str) -> Result<(StatusCode, String), ClientError> {
+    let headers = target.headers()?;
+    let req =
+        build(Method::GET, path, None, None, &headers).map_err(|source| ClientError::Request {
+            path: path.to_owned(),
+            source,
+        })?;
+    request(&target.addr, req)
+        .await
+        .map_err(|source| ClientError::Unreachable {
+            addr: target.addr.to_string(),
+            source,
+        })
 }
 
 fn build(

@@ -4,6 +4,7 @@ mod bench;
 mod client;
 mod run;
 mod signals;
+mod top;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,15 @@ enum Command {
     Reload {
         /// The application's name
         name: String,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+    /// A live view of a running server: applications and their instances (CPU, memory, restarts, requests),
+    /// upstream servers, requests per second; keys reload an application or show its log.
+    Top {
+        /// Seconds between readings
+        #[arg(long, default_value_t = 1.0, value_parser = interval)]
+        interval: f64,
         #[command(flatten)]
         control: ControlArgs,
     },
@@ -195,6 +205,11 @@ pub fn main() -> ExitCode {
             follow,
             control,
         } => logs(&control.state_dir(), &name, follow),
+        Command::Top { interval, control } => top::run(
+            control.client(),
+            control.state_dir(),
+            std::time::Duration::from_secs_f64(interval),
+        ),
     }
 }
 
@@ -224,6 +239,14 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             None,
             None,
         ),
+    }
+}
+
+/// A reading interval `rein top` can keep: from a tenth of a second to an hour.
+fn interval(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.1..=3600.0).contains(&s) => Ok(s),
+        _ => Err("seconds between 0.1 and 3600".to_owned()),
     }
 }
 

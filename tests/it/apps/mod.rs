@@ -27,6 +27,7 @@ mod persistence;
 mod readiness;
 mod reload;
 mod start;
+mod top;
 
 // ----- helpers ---------------------------------------------------------------------------------------
 
