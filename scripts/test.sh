@@ -22,6 +22,9 @@ command -v unshare >/dev/null || packages+=(util-linux)
 command -v curl >/dev/null || packages+=(curl)
 # `rein top` is tested in a real terminal: tmux runs it, its keys are sent and its screen read.
 command -v tmux >/dev/null || packages+=(tmux)
+# `rein dashboard` is tested in a real browser: Debian's headless Chromium driven by its chromedriver.
+command -v chromium >/dev/null || packages+=(chromium)
+command -v chromedriver >/dev/null || packages+=(chromium-driver)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""

@@ -142,12 +142,20 @@ pub(super) enum ClientError {
 
 /// `GET path`: its status and body, for a command that reads the answer itself (`rein top`).
 pub(super) async fn get(target: &Target, path: &str) -> Result<(StatusCode, String), ClientError> {
+    call(target, Method::GET, path).await
+}
+
+/// One request without a body: its status and body.
+pub(super) async fn call(
+    target: &Target,
+    method: Method,
+    path: &str,
+) -> Result<(StatusCode, String), ClientError> {
     let headers = target.headers()?;
-    let req =
-        build(Method::GET, path, None, None, &headers).map_err(|source| ClientError::Request {
-            path: path.to_owned(),
-            source,
-        })?;
+    let req = build(method, path, None, None, &headers).map_err(|source| ClientError::Request {
+        path: path.to_owned(),
+        source,
+    })?;
     request(&target.addr, req)
         .await
         .map_err(|source| ClientError::Unreachable {

@@ -2,8 +2,10 @@
 
 mod bench;
 mod client;
+mod dashboard;
 mod run;
 mod signals;
+mod tail;
 mod top;
 
 use std::path::PathBuf;
@@ -53,6 +55,17 @@ enum Command {
     /// A live view of a running server: applications and their instances (CPU, memory, restarts, requests),
     /// upstream servers, requests per second; keys reload an application or show its log.
     Top {
+        /// Seconds between readings
+        #[arg(long, default_value_t = 1.0, value_parser = interval)]
+        interval: f64,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+    /// A live web dashboard of a running server for a browser on this machine: prints a one-time link.
+    Dashboard {
+        /// The loopback address to serve the dashboard on (port 0: any free port)
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
         /// Seconds between readings
         #[arg(long, default_value_t = 1.0, value_parser = interval)]
         interval: f64,
@@ -205,6 +218,16 @@ pub fn main() -> ExitCode {
             follow,
             control,
         } => logs(&control.state_dir(), &name, follow),
+        Command::Dashboard {
+            listen,
+            interval,
+            control,
+        } => dashboard::run(
+            control.client(),
+            control.state_dir(),
+            listen,
+            std::time::Duration::from_secs_f64(interval),
+        ),
         Command::Top { interval, control } => top::run(
             control.client(),
             control.state_dir(),

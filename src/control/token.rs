@@ -72,9 +72,7 @@ pub(crate) fn parse(text: &str) -> Option<&str> {
 }
 
 fn create(path: &Path) -> Result<String, TokenError> {
-    let mut bytes = [0u8; BYTES];
-    fill_random(&mut bytes).map_err(TokenError::Random)?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = random_hex(BYTES).map_err(TokenError::Random)?;
     let context = |source| TokenError::Create {
         path: path.to_owned(),
         source,
@@ -111,6 +109,13 @@ fn narrow(path: &Path) -> Result<(), TokenError> {
     })?;
     tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "the control token was readable by others: narrowed to 0600");
     Ok(())
+}
+
+/// `bytes` random bytes from the kernel, written as hex: a secret to hand out.
+pub(crate) fn random_hex(bytes: usize) -> io::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    fill_random(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn fill_random(buf: &mut [u8]) -> io::Result<()> {

@@ -1,5 +1,6 @@
 //! rein's integration tests: one binary, each module a subsystem, every test against the real `rein`.
 
+mod browser;
 mod harness;
 mod load;
 

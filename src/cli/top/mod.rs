@@ -8,8 +8,7 @@
 mod model;
 mod view;
 
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -19,9 +18,6 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use super::client::{self, Target};
 use super::exit;
 use model::{Reading, Screen};
-
-/// How much of the end of an application's log file is read for the log pane.
-const LOG_TAIL: u64 = 16 * 1024;
 
 pub(super) fn run(target: Target, state: PathBuf, interval: Duration) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -138,7 +134,7 @@ impl Top {
         }
         self.selected = self.selected.min(self.screen.apps.len().saturating_sub(1));
         if let Some(name) = &self.log_of {
-            self.log = log_tail(&self.state.join("logs").join(format!("{name}.log")));
+            self.log = super::tail::app_lines(&self.state, name);
         }
     }
 
@@ -181,7 +177,7 @@ impl Top {
         if self.log_of.is_some() {
             self.log_of = self.selected_name();
             if let Some(name) = &self.log_of {
-                self.log = log_tail(&self.state.join("logs").join(format!("{name}.log")));
+                self.log = super::tail::app_lines(&self.state, name);
             }
         }
     }
@@ -216,26 +212,6 @@ impl Top {
             });
         });
     }
-}
-
-/// The last lines of a log file (its last `LOG_TAIL` bytes); none when it cannot be read.
-fn log_tail(path: &Path) -> Vec<String> {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return vec![format!("(no log at {})", path.display())];
-    };
-    let len = file.metadata().map_or(0, |m| m.len());
-    let start = len.saturating_sub(LOG_TAIL);
-    let mut buf = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut buf).is_err() {
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&buf);
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    // A tail that starts mid-file starts mid-line: drop the partial first line.
-    if start > 0 && !lines.is_empty() {
-        lines.remove(0);
-    }
-    lines
 }
 
 /// The API's JSON error as one line: its `error` and `detail`.

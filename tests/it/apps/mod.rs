@@ -22,6 +22,7 @@ use crate::load::{Load, assert_no_failures};
 mod as_user;
 mod cli;
 mod crash;
+mod dashboard;
 mod hygiene;
 mod persistence;
 mod readiness;
