@@ -122,6 +122,9 @@ pub struct RunArgs {
     /// The user an application without "user" runs as, when rein runs as root (as Unit's --user)
     #[arg(long, default_value = "nobody")]
     user: String,
+    /// How many applied configurations to keep in STATE/history (0 keeps none)
+    #[arg(long, default_value_t = crate::history::DEFAULT_SIZE)]
+    history_size: u16,
     #[command(flatten)]
     control: ControlArgs,
 }

@@ -9,6 +9,7 @@ mod api;
 mod certificates;
 mod conn;
 mod guard;
+mod history;
 mod reserve;
 pub(crate) mod token;
 mod unix_socket;
