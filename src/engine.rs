@@ -9,9 +9,9 @@
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::compile::compile_with;
-use crate::config::ConfigError;
+use crate::compile::{compile_all, compile_with};
 use crate::config::pointer::EditError;
+use crate::config::{ConfigError, ConfigErrors};
 use crate::history::{Entry, History, Source};
 use crate::server::Server;
 use crate::state::{StateDir, StateError};
@@ -23,7 +23,7 @@ pub enum ChangeError {
     #[error(transparent)]
     Edit(#[from] EditError),
     #[error("Invalid configuration: {0}")]
-    Invalid(ConfigError),
+    Invalid(ConfigErrors),
     #[error("Failed to apply new configuration: {0}")]
     Apply(ConfigError),
     #[error(transparent)]
@@ -210,7 +210,7 @@ impl Engine {
         }
         let mut doc = current.doc.clone();
         edit(&mut doc)?;
-        let snapshot = compile_with(&doc, &current.certs).map_err(ChangeError::Invalid)?;
+        let snapshot = compile_all(&doc, &current.certs).map_err(ChangeError::Invalid)?;
         if opts.dry_run {
             return Ok(Changed::Valid);
         }

@@ -217,11 +217,7 @@ pub(super) fn edit_error(e: EditError) -> Response<Body> {
 pub(super) fn change_error(e: ChangeError) -> Response<Body> {
     match e {
         ChangeError::Edit(e) => edit_error(e),
-        ChangeError::Invalid(e) => fail(
-            StatusCode::BAD_REQUEST,
-            "Invalid configuration.",
-            Some(e.to_string()),
-        ),
+        ChangeError::Invalid(e) => super::invalid::answer(&e),
         ChangeError::Apply(e) => fail(
             StatusCode::BAD_REQUEST,
             "Failed to apply new configuration.",

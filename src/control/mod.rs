@@ -10,6 +10,7 @@ mod certificates;
 mod conn;
 mod guard;
 mod history;
+mod invalid;
 mod reserve;
 pub(crate) mod token;
 mod unix_socket;
