@@ -125,7 +125,7 @@ pub fn send(
     }
 }
 
-fn build(
+pub(super) fn build(
     method: Method,
     path: &str,
     body: Option<Vec<u8>>,
@@ -142,7 +142,7 @@ fn build(
     req.body(Full::new(Bytes::from(body.unwrap_or_default())))
 }
 
-async fn request(
+pub(super) async fn request(
     addr: &ControlAddr,
     req: Request<Full<Bytes>>,
 ) -> std::io::Result<(StatusCode, String)> {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod client;
+mod history;
 mod run;
 mod signals;
 
@@ -156,6 +157,12 @@ enum ConfigCommand {
         #[command(flatten)]
         control: ControlArgs,
     },
+    /// List the applied configurations kept (newest first, * the running one), or print one
+    History(history::HistoryArgs),
+    /// Show the paths added, removed and changed between two applied configurations
+    Diff(history::DiffArgs),
+    /// Make an earlier applied configuration the running one (validated like any change)
+    Rollback(history::RollbackArgs),
 }
 
 /// Root's state directory, where a system service keeps its state.
@@ -227,6 +234,9 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             None,
             None,
         ),
+        ConfigCommand::History(args) => history::history(args),
+        ConfigCommand::Diff(args) => history::diff(args),
+        ConfigCommand::Rollback(args) => history::rollback(args),
     }
 }
 
