@@ -36,7 +36,7 @@ pub(super) async fn handle(req: Request<Incoming>, rest: &str, engine: &Engine) 
 fn missing(id: &str) -> Response<Body> {
     fail(
         StatusCode::NOT_FOUND,
-        &format!("History entry \"{id}\" doesn't exist."),
+        &format!("History entry {id} doesn't exist."),
         None,
     )
 }
