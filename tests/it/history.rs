@@ -308,3 +308,21 @@ fn the_cli_lists_diffs_and_rolls_back() {
     assert_eq!(code, Some(1));
     assert!(err.contains("History entry 42 doesn't exist."), "{err}");
 }
+
+#[test]
+fn a_sighup_reread_is_recorded_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conf.json");
+    std::fs::write(&file, answering(200).to_string()).unwrap();
+    let rein = Rein::start_in(dir, &["--config", file.to_str().unwrap()]);
+    rein.wait_ready();
+    std::fs::write(&file, answering(204).to_string()).unwrap();
+    rein.signal(nix::sys::signal::Signal::SIGHUP);
+    crate::harness::wait_for("the re-read recorded", || ids(&rein).len() == 2);
+    let (_, list) = rein.api("GET", "/history", None);
+    assert_eq!(
+        (&list[0]["source"], &list[1]["source"]),
+        (&json!("sighup"), &json!("file"))
+    );
+    assert_eq!(served_status(&rein), 204);
+}
