@@ -3,14 +3,16 @@
 //! Every change (API edit, SIGHUP re-read, start-up) goes through [`Engine::change`]: edit a copy, compile it,
 //! write it beside the saved file, make it live, then rename it into place. A failure at any step leaves the
 //! running configuration, the served snapshot and the saved file as they were. Changes are serialised by one
-//! lock, so each sees the result of the last.
+//! lock, so each sees the result of the last. Each applied change is recorded in the [`History`] under the same
+//! lock, with where it came from ([`Source`]).
 
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::compile::compile_with;
-use crate::config::ConfigError;
+use crate::compile::{compile_all, compile_with};
 use crate::config::pointer::EditError;
+use crate::config::{ConfigError, ConfigErrors};
+use crate::history::{Entry, History, Source};
 use crate::server::Server;
 use crate::state::{StateDir, StateError};
 use crate::tls::{Bundle, BundleError, CertDir, Certificates};
@@ -21,7 +23,7 @@ pub enum ChangeError {
     #[error(transparent)]
     Edit(#[from] EditError),
     #[error("Invalid configuration: {0}")]
-    Invalid(ConfigError),
+    Invalid(ConfigErrors),
     #[error("Failed to apply new configuration: {0}")]
     Apply(ConfigError),
     #[error(transparent)]
@@ -56,6 +58,13 @@ pub struct ChangeOptions<'a> {
     pub wait_for_apps: bool,
 }
 
+/// What rein starts with: the first document, where it came from, and how many applied documents to keep.
+pub struct Initial {
+    pub doc: Value,
+    pub source: Source,
+    pub history_size: usize,
+}
+
 /// Why a certificate change was refused; nothing changed. The texts are Unit's.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
@@ -82,6 +91,7 @@ struct Current {
     etag: String,
     generation: u64,
     certs: Certificates,
+    history: History,
 }
 
 pub struct Engine {
@@ -96,7 +106,7 @@ impl Engine {
     pub async fn start(
         server: Server,
         state: Option<StateDir>,
-        doc: Value,
+        initial: Initial,
     ) -> Result<Engine, ChangeError> {
         let cert_dir = state.as_ref().map(|s| CertDir::new(s.path()));
         let certs = match &cert_dir {
@@ -106,12 +116,20 @@ impl Engine {
             }),
             None => Certificates::default(),
         };
+        let history = match &state {
+            Some(dir) => History::load(dir.path(), initial.history_size).unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot read the configuration history; keeping it in memory only");
+                History::in_memory(initial.history_size)
+            }),
+            None => History::in_memory(initial.history_size),
+        };
         let engine = Engine {
             current: Mutex::new(Current {
                 etag: etag(&Value::Object(Default::default())),
                 doc: Value::Object(Default::default()),
                 generation: 0,
                 certs,
+                history,
             }),
             server,
             state,
@@ -121,8 +139,10 @@ impl Engine {
             startup: true,
             ..ChangeOptions::default()
         };
+        let doc = initial.doc;
         engine
-            .change(
+            .change_from(
+                initial.source,
                 |d| {
                     *d = doc;
                     Ok(())
@@ -147,9 +167,36 @@ impl Engine {
         self.current.lock().await.generation
     }
 
-    /// Edits a copy of the document with `edit` and, if it is valid and different, makes it live and saves it.
+    /// The recorded history, oldest first: the newest entry is the running document.
+    pub(crate) async fn history(&self) -> Vec<std::sync::Arc<Entry>> {
+        self.current
+            .lock()
+            .await
+            .history
+            .entries()
+            .cloned()
+            .collect()
+    }
+
+    /// One history entry, if it is still kept.
+    pub(crate) async fn history_entry(&self, id: u64) -> Option<std::sync::Arc<Entry>> {
+        self.current.lock().await.history.get(id)
+    }
+
+    /// Edits a copy of the document with `edit` and, if it is valid and different, makes it live and saves it;
+    /// the history records it as a change through the API.
     pub async fn change(
         &self,
+        edit: impl FnOnce(&mut Value) -> Result<(), EditError>,
+        opts: ChangeOptions<'_>,
+    ) -> Result<Changed, ChangeError> {
+        self.change_from(Source::Api, edit, opts).await
+    }
+
+    /// [`Engine::change`] from `source`, as the history records it.
+    pub async fn change_from(
+        &self,
+        source: Source,
         edit: impl FnOnce(&mut Value) -> Result<(), EditError>,
         opts: ChangeOptions<'_>,
     ) -> Result<Changed, ChangeError> {
@@ -163,7 +210,7 @@ impl Engine {
         }
         let mut doc = current.doc.clone();
         edit(&mut doc)?;
-        let snapshot = compile_with(&doc, &current.certs).map_err(ChangeError::Invalid)?;
+        let snapshot = compile_all(&doc, &current.certs).map_err(ChangeError::Invalid)?;
         if opts.dry_run {
             return Ok(Changed::Valid);
         }
@@ -197,6 +244,8 @@ impl Engine {
             return Err(e.into());
         }
         current.etag = etag(&doc);
+        let tag = current.etag.clone();
+        current.history.record(&doc, &tag, source);
         current.doc = doc;
         current.generation += 1;
         tracing::info!(generation = current.generation, "configuration applied");

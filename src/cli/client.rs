@@ -164,7 +164,7 @@ pub(super) async fn call(
         })
 }
 
-fn build(
+pub(super) fn build(
     method: Method,
     path: &str,
     body: Option<Vec<u8>>,
@@ -181,7 +181,7 @@ fn build(
     req.body(Full::new(Bytes::from(body.unwrap_or_default())))
 }
 
-async fn request(
+pub(super) async fn request(
     addr: &ControlAddr,
     req: Request<Full<Bytes>>,
 ) -> std::io::Result<(StatusCode, String)> {

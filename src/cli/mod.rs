@@ -3,6 +3,7 @@
 mod bench;
 mod client;
 mod dashboard;
+mod history;
 mod run;
 mod signals;
 mod tail;
@@ -145,6 +146,9 @@ pub struct RunArgs {
     /// The user an application without "user" runs as, when rein runs as root (as Unit's --user)
     #[arg(long, default_value = "nobody")]
     user: String,
+    /// How many applied configurations to keep in STATE/history (0 keeps none)
+    #[arg(long, default_value_t = crate::history::DEFAULT_SIZE)]
+    history_size: u16,
     #[command(flatten)]
     control: ControlArgs,
 }
@@ -176,6 +180,12 @@ enum ConfigCommand {
         #[command(flatten)]
         control: ControlArgs,
     },
+    /// List the applied configurations kept (newest first, * the running one), or print one
+    History(history::HistoryArgs),
+    /// Show the paths added, removed and changed between two applied configurations
+    Diff(history::DiffArgs),
+    /// Make an earlier applied configuration the running one (validated like any change)
+    Rollback(history::RollbackArgs),
 }
 
 /// Root's state directory, where a system service keeps its state.
@@ -262,6 +272,9 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             None,
             None,
         ),
+        ConfigCommand::History(args) => history::history(args),
+        ConfigCommand::Diff(args) => history::diff(args),
+        ConfigCommand::Rollback(args) => history::rollback(args),
     }
 }
 

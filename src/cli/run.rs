@@ -22,7 +22,8 @@ use super::signals::{Asked, Signals};
 use super::{RunArgs, exit};
 use crate::config::default_document;
 use crate::control::ControlListener;
-use crate::engine::{ChangeOptions, Engine};
+use crate::engine::{ChangeOptions, Engine, Initial};
+use crate::history::Source;
 use crate::log_file::Reopenable;
 use crate::server::Server;
 use crate::state::StateDir;
@@ -85,7 +86,7 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
         path: state_dir.clone(),
         source,
     })?;
-    let doc = initial_document(args.config.as_deref(), &state)?;
+    let (doc, source) = initial_document(args.config.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
@@ -94,7 +95,12 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
             source,
         })?;
     let supervisor = Supervisor::new(&state_dir, default_user(&args.user)?);
-    let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
+    let initial = Initial {
+        doc,
+        source,
+        history_size: usize::from(args.history_size),
+    };
+    let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), initial)
         .await
         .map_err(RunError::Start)?;
     let engine = Arc::new(engine);
@@ -153,21 +159,23 @@ async fn stop_within(engine: &Engine, timeout: Duration) {
     }
 }
 
-/// `--config` wins; else the saved configuration; else the embedded default.
-fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, RunError> {
+/// `--config` wins; else the saved configuration; else the embedded default. With where it came from, for the
+/// history.
+fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<(Value, Source), RunError> {
     if let Some(path) = config {
-        return Ok(read_config(path)?);
+        return Ok((read_config(path)?, Source::File));
     }
-    match state.load()? {
+    let doc = match state.load()? {
         Some(doc) => {
             tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
-            Ok(doc)
+            doc
         }
         None => default_document(state.path()).map_err(|source| RunError::Welcome {
             path: state.path().to_owned(),
             source,
-        }),
-    }
+        })?,
+    };
+    Ok((doc, Source::Startup))
 }
 
 fn read_config(path: &Path) -> Result<Value, ConfigFileError> {
@@ -263,7 +271,8 @@ async fn reread(engine: &Engine, config: Option<&Path>) {
         }
     };
     let result = engine
-        .change(
+        .change_from(
+            Source::Sighup,
             |d| {
                 *d = doc;
                 Ok(())

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::routes::compile_pass;
 use crate::config::walk::{boolean, integer, known_keys, object, string};
-use crate::config::{ConfigError, JsonPath};
+use crate::config::{ConfigError, Errors, JsonPath};
 use crate::forwarded::Forwarded;
 use crate::snapshot::{ListenAddr, Listener, Pass, PassTarget};
 use crate::tls::{Certificates, ListenerTls};
@@ -54,19 +54,28 @@ pub fn compile(
     v: &Value,
     path: &JsonPath,
     certificates: &Certificates,
-) -> Result<Compiled, ConfigError> {
+    errors: &mut Errors,
+) -> Compiled {
     let mut out = Compiled::default();
     let mut seen: BTreeMap<ListenAddr, String> = BTreeMap::new();
-    for (name, listener) in object(v, path)? {
+    let Some(listeners) = errors.ok(object(v, path)) else {
+        return out;
+    };
+    // Each listener is checked by itself, so one refusal names every listener at fault.
+    for (name, listener) in listeners {
         let lpath = path.key(name);
-        let addr = parse_addr(name, &lpath)?;
+        let Some(addr) = errors.ok(parse_addr(name, &lpath)) else {
+            continue;
+        };
         if let Some(other) = seen.insert(addr.clone(), name.clone()) {
-            return Err(lpath.error(format!("the same address as listener \"{other}\"")));
+            errors.push(lpath.error(format!("the same address as listener \"{other}\"")));
+            continue;
         }
-        let compiled = compile_listener(addr, listener, &lpath, certificates)?;
-        out.by_name.insert(name.clone(), compiled);
+        if let Some(compiled) = errors.ok(compile_listener(addr, listener, &lpath, certificates)) {
+            out.by_name.insert(name.clone(), compiled);
+        }
     }
-    Ok(out)
+    out
 }
 
 fn compile_listener(

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::config::walk::{known_keys, object};
-use crate::config::{ConfigError, JsonPath};
+use crate::config::walk::{object, unknown_keys};
+use crate::config::{ConfigError, ConfigErrors, Errors, JsonPath};
 use crate::snapshot::{Pass, PassTarget, Snapshot};
 use crate::supervisor::conf::AppConf;
 use crate::tls::Certificates;
@@ -40,44 +40,62 @@ pub fn compile(doc: &Value) -> Result<Snapshot, ConfigError> {
 }
 
 /// Compiles a whole configuration document; TLS listeners take their bundles from `certificates`, or, for a
-/// bundle the `acme` section manages and `certificates` does not hold yet, a placeholder.
+/// bundle the `acme` section manages and `certificates` does not hold yet, a placeholder. The first error.
 pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot, ConfigError> {
+    compile_all(doc, certificates).map_err(ConfigErrors::into_first)
+}
+
+/// [`compile_with`], with every error found. Each section, and each listener, route step, application and
+/// upstream in it, is checked by itself, so a refusal names each of them at fault; the checks across the
+/// document (a `pass` naming what does not exist, a loop of routes) are made once those parts compile, since a
+/// part at fault would make them report what is not wrong.
+pub fn compile_all(doc: &Value, certificates: &Certificates) -> Result<Snapshot, ConfigErrors> {
     let root = JsonPath::root();
     let top = object(doc, &root)?;
-    known_keys(top, SECTIONS, &root)?;
+    let mut errors = Errors::default();
+    unknown_keys(top, SECTIONS, &root).for_each(|e| errors.push(e));
 
     let acme = top
         .get("acme")
-        .map(|v| crate::acme::config::compile(v, &root.key("acme")))
-        .transpose()?;
+        .and_then(|v| errors.ok(crate::acme::config::compile(v, &root.key("acme"))));
     let filled;
     let certificates = match &acme {
         Some(conf) => {
             let path = root.key("acme").key("certificates");
-            filled = crate::acme::fill(certificates, conf, &path)?;
-            &filled
+            match errors.ok(crate::acme::fill(certificates, conf, &path)) {
+                Some(f) => {
+                    filled = f;
+                    &filled
+                }
+                None => certificates,
+            }
         }
         None => certificates,
     };
 
-    let applications = applications(top.get("applications"), &root.key("applications"))?;
-    let upstreams = upstreams(top.get("upstreams"), &root.key("upstreams"))?;
+    let applications = applications(
+        top.get("applications"),
+        &root.key("applications"),
+        &mut errors,
+    );
+    let upstreams = upstreams(top.get("upstreams"), &root.key("upstreams"), &mut errors);
     let (routes, passes) = match top.get("routes") {
-        Some(v) => routes::compile(v, &root.key("routes"))?,
+        Some(v) => routes::compile(v, &root.key("routes"), &mut errors),
         None => (Default::default(), Vec::new()),
     };
     let listeners = match top.get("listeners") {
-        Some(v) => listeners::compile(v, &root.key("listeners"), certificates)?,
+        Some(v) => listeners::compile(v, &root.key("listeners"), certificates, &mut errors),
         None => Default::default(),
     };
-    let settings = match top.get("settings") {
-        Some(v) => settings::compile(v, &root.key("settings"))?,
-        None => Default::default(),
-    };
-    let access_log = match top.get("access_log") {
-        Some(v) => Some(access_log::access_log(v, &root.key("access_log"))?),
-        None => None,
-    };
+    let settings = top
+        .get("settings")
+        .and_then(|v| errors.ok(settings::compile(v, &root.key("settings"))))
+        .unwrap_or_default();
+    let access_log = top
+        .get("access_log")
+        .and_then(|v| errors.ok(access_log::access_log(v, &root.key("access_log"))));
+    errors.check()?;
+
     let upstream_names = upstreams.keys().cloned().collect();
     let targets = routes::Targets {
         routes: &routes,
@@ -86,13 +104,16 @@ pub fn compile_with(doc: &Value, certificates: &Certificates) -> Result<Snapshot
     };
     for (name, listener) in &listeners.by_name {
         let path = root.key("listeners").key(name).key(listener.pass_key);
-        targets.check(&listener.pass, &path)?;
+        errors.ok(targets.check(&listener.pass, &path));
     }
     for (pass, path, _) in &passes {
-        targets.check(pass, path)?;
-        fastcgi_without_tls(pass, path, &upstreams)?;
+        errors.ok(targets.check(pass, path));
+        errors.ok(fastcgi_without_tls(pass, path, &upstreams));
     }
-    routes::check_cycles(&routes, &passes)?;
+    if errors.is_empty() {
+        errors.ok(routes::check_cycles(&routes, &passes));
+    }
+    errors.check()?;
 
     let proxies = routes::proxies(&routes);
     Ok(Snapshot {
@@ -126,22 +147,20 @@ fn fastcgi_without_tls(
     Ok(())
 }
 
-/// `applications`: each compiled by [`crate::supervisor::conf::compile`].
+/// `applications`: each compiled by [`crate::supervisor::conf::compile`], each one's error kept.
 fn applications(
     v: Option<&Value>,
     path: &JsonPath,
-) -> Result<BTreeMap<String, AppConf>, ConfigError> {
-    let Some(v) = v else {
-        return Ok(BTreeMap::new());
+    errors: &mut Errors,
+) -> BTreeMap<String, AppConf> {
+    let Some(map) = v.and_then(|v| errors.ok(object(v, path))) else {
+        return BTreeMap::new();
     };
-    object(v, path)?
-        .iter()
-        .map(|(name, a)| {
-            app_name(name, path)?;
-            Ok((
-                name.clone(),
-                crate::supervisor::conf::compile(a, &path.key(name))?,
-            ))
+    map.iter()
+        .filter_map(|(name, a)| {
+            errors.ok(app_name(name, path))?;
+            let conf = errors.ok(crate::supervisor::conf::compile(a, &path.key(name)))?;
+            Some((name.clone(), conf))
         })
         .collect()
 }
@@ -167,21 +186,19 @@ fn app_name(name: &str, path: &JsonPath) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// `upstreams`: each compiled by [`crate::upstream::conf::compile`].
+/// `upstreams`: each compiled by [`crate::upstream::conf::compile`], each one's error kept.
 fn upstreams(
     v: Option<&Value>,
     path: &JsonPath,
-) -> Result<BTreeMap<String, UpstreamConf>, ConfigError> {
-    let Some(v) = v else {
-        return Ok(BTreeMap::new());
+    errors: &mut Errors,
+) -> BTreeMap<String, UpstreamConf> {
+    let Some(map) = v.and_then(|v| errors.ok(object(v, path))) else {
+        return BTreeMap::new();
     };
-    object(v, path)?
-        .iter()
-        .map(|(name, u)| {
-            Ok((
-                name.clone(),
-                crate::upstream::conf::compile(u, &path.key(name))?,
-            ))
+    map.iter()
+        .filter_map(|(name, u)| {
+            let conf = errors.ok(crate::upstream::conf::compile(u, &path.key(name)))?;
+            Some((name.clone(), conf))
         })
         .collect()
 }

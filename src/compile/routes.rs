@@ -7,7 +7,7 @@ use http::{HeaderName, StatusCode};
 use serde_json::{Map, Value};
 
 use crate::config::walk::{boolean, integer, known_keys, object, string, strings, type_name};
-use crate::config::{ConfigError, JsonPath};
+use crate::config::{ConfigError, Errors, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
 use crate::snapshot::{
@@ -48,42 +48,45 @@ const SHARE_ONLY: &[&str] = &[
 ];
 
 /// Compiles `routes`: an array (stored under the name `""`) or an object of named arrays.
-pub fn compile(v: &Value, path: &JsonPath) -> Result<(Routes, Passes), ConfigError> {
+/// Each step is compiled by itself: the errors of every step go to `errors`.
+pub fn compile(v: &Value, path: &JsonPath, errors: &mut Errors) -> (Routes, Passes) {
     let mut passes = Vec::new();
     let mut routes = Routes::default();
     match v {
         Value::Array(_) => {
-            routes.insert(String::new(), Arc::new(route(v, path, &mut passes)?));
+            if let Some(r) = route(v, path, &mut passes, errors) {
+                routes.insert(String::new(), Arc::new(r));
+            }
         }
         Value::Object(map) => {
             for (name, steps) in map {
-                let r = route(steps, &path.key(name), &mut passes)?;
-                routes.insert(name.clone(), Arc::new(r));
+                if let Some(r) = route(steps, &path.key(name), &mut passes, errors) {
+                    routes.insert(name.clone(), Arc::new(r));
+                }
             }
         }
-        other => {
-            return Err(path.error(format!(
-                "must be an array of steps or an object of named routes, not {}",
-                type_name(other)
-            )));
-        }
+        other => errors.push(path.error(format!(
+            "must be an array of steps or an object of named routes, not {}",
+            type_name(other)
+        ))),
     }
-    Ok((routes, passes))
+    (routes, passes)
 }
 
-fn route(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Route, ConfigError> {
+fn route(v: &Value, path: &JsonPath, passes: &mut Passes, errors: &mut Errors) -> Option<Route> {
     let Value::Array(items) = v else {
-        return Err(path.error(format!(
+        errors.push(path.error(format!(
             "a route must be an array of steps, not {}",
             type_name(v)
         )));
+        return None;
     };
     let steps = items
         .iter()
         .enumerate()
-        .map(|(i, step_v)| step(step_v, &path.index(i), passes))
-        .collect::<Result<_, _>>()?;
-    Ok(Route { steps })
+        .filter_map(|(i, step_v)| errors.ok(step(step_v, &path.index(i), passes)))
+        .collect();
+    Some(Route { steps })
 }
 
 fn step(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Step, ConfigError> {

@@ -293,3 +293,71 @@ fn rejects_routes_that_loop() {
     let self_loop = json!({"routes": [{"action": {"pass": "routes"}}]});
     assert!(error_of(self_loop).contains("makes a loop"));
 }
+
+/// The paths of every error `compile_all` finds in `doc`.
+fn all_error_paths(doc: serde_json::Value) -> Vec<String> {
+    match super::compile_all(&doc, &Default::default()) {
+        Ok(_) => panic!("compiled: {doc}"),
+        Err(e) => e.iter().map(|e| e.path.as_str().to_owned()).collect(),
+    }
+}
+
+#[test]
+fn every_independent_mistake_is_listed_in_document_order() {
+    let doc = json!({
+        "listeners": {"*:8080": {"pass": "routes"}, "*:99999": {"pass": "routes"}},
+        "routes": [
+            {"action": {"retrun": 200}},
+            {"action": {"return": 200}},
+            {"match": {"method": 5}, "action": {"return": 200}}
+        ],
+        "applications": {"a": {"type": "external"}, "b": {"type": "external", "executable": "/bin/true"}},
+        "upstreams": {"u": {"servers": {"nowhere": {}}}},
+        "settings": {"http": {"idle_timeout": "soon"}},
+        "acess_log": "/tmp/a.log",
+    });
+    assert_eq!(
+        all_error_paths(doc),
+        [
+            "acess_log",
+            "applications/a",
+            "upstreams/u/servers/nowhere",
+            "routes/0/action/retrun",
+            "routes/2/match/method",
+            "listeners/*:99999",
+            "settings/http/idle_timeout",
+        ]
+    );
+}
+
+#[test]
+fn checks_across_the_document_wait_for_its_parts_and_then_are_all_listed() {
+    // An application at fault is not also reported as missing by the listener that passes to it.
+    let doc = json!({
+        "listeners": {"*:8080": {"pass": "applications/a"}},
+        "applications": {"a": {"type": "external"}},
+    });
+    assert_eq!(all_error_paths(doc), ["applications/a"]);
+    let doc = json!({
+        "listeners": {"*:8080": {"pass": "applications/a"}, "*:8081": {"pass": "upstreams/u"}},
+        "routes": [{"action": {"pass": "routes/missing"}}],
+    });
+    assert_eq!(
+        all_error_paths(doc),
+        [
+            "listeners/*:8080/pass",
+            "listeners/*:8081/pass",
+            "routes/0/action/pass"
+        ]
+    );
+}
+
+#[test]
+fn the_first_error_is_what_compile_reports() {
+    let doc = json!({"routes": [{"action": {}}], "listeners": {"x": {}}});
+    let Err(all) = super::compile_all(&doc, &Default::default()) else {
+        panic!("compiled");
+    };
+    let first = all.first().to_string();
+    assert_eq!(error_of(doc), first);
+}

@@ -67,3 +67,113 @@ pub struct ConfigError {
 }
 
 pub type Result<T, E = ConfigError> = std::result::Result<T, E>;
+
+/// The most errors a refused document lists; more are counted, not kept.
+pub const MAX_ERRORS: usize = 50;
+
+/// Every error found in a refused document, in the order found: at least one, at most [`MAX_ERRORS`].
+///
+/// Its text is the errors one after another; [`ConfigErrors::first`] is the one the control API's `detail`
+/// names, as Unit's does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors {
+    first: ConfigError,
+    rest: Vec<ConfigError>,
+    omitted: usize,
+}
+
+impl ConfigErrors {
+    pub fn first(&self) -> &ConfigError {
+        &self.first
+    }
+
+    /// The errors kept, the first first.
+    pub fn iter(&self) -> impl Iterator<Item = &ConfigError> {
+        std::iter::once(&self.first).chain(&self.rest)
+    }
+
+    /// How many errors were found beyond those kept.
+    pub fn omitted(&self) -> usize {
+        self.omitted
+    }
+
+    pub fn into_first(self) -> ConfigError {
+        self.first
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(first: ConfigError) -> Self {
+        ConfigErrors {
+            first,
+            rest: Vec::new(),
+            omitted: 0,
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.first)?;
+        for e in &self.rest {
+            write!(f, "; {e}")?;
+        }
+        if self.omitted > 0 {
+            write!(f, "; and {} more", self.omitted)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Collects the errors of the independent parts of a document while compiling it, so that one refusal lists
+/// them all rather than the first.
+#[derive(Debug, Default)]
+pub struct Errors {
+    found: Option<ConfigErrors>,
+}
+
+impl Errors {
+    pub fn push(&mut self, e: ConfigError) {
+        match &mut self.found {
+            None => self.found = Some(e.into()),
+            Some(all) if all.rest.len() + 1 < MAX_ERRORS => all.rest.push(e),
+            Some(all) => all.omitted += 1,
+        }
+    }
+
+    /// The value of `r`, or `None` with its error kept.
+    pub fn ok<T>(&mut self, r: Result<T>) -> Option<T> {
+        r.map_err(|e| self.push(e)).ok()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.found.is_none()
+    }
+
+    /// `Err` with every error kept so far, if there was one.
+    pub fn check(&mut self) -> std::result::Result<(), ConfigErrors> {
+        self.found.take().map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_kept_in_order_up_to_the_bound() {
+        let mut errors = Errors::default();
+        assert!(errors.is_empty());
+        for i in 0..MAX_ERRORS + 3 {
+            errors.push(JsonPath::root().index(i).error("bad"));
+        }
+        let all = errors.check().unwrap_err();
+        assert_eq!(all.first().path.as_str(), "0");
+        assert_eq!(all.iter().count(), MAX_ERRORS);
+        assert_eq!(all.omitted(), 3);
+        assert!(all.to_string().starts_with("0: bad; 1: bad;"));
+        assert!(all.to_string().ends_with("; and 3 more"));
+    }
+}

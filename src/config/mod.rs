@@ -8,7 +8,7 @@ pub mod pointer;
 pub mod text;
 pub mod walk;
 
-pub use error::{ConfigError, JsonPath};
+pub use error::{ConfigError, ConfigErrors, Errors, JsonPath};
 
 use std::path::Path;
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{JsonPath, Result};
+use super::error::{ConfigError, JsonPath, Result};
 
 /// A short name of a JSON value's type, for messages.
 pub fn type_name(v: &Value) -> &'static str {
@@ -79,13 +79,23 @@ pub fn strings<'v>(v: &'v Value, path: &JsonPath) -> Result<Vec<&'v str>> {
 
 /// Rejects any member of `map` not named in `allowed`: a typo must not silently do nothing.
 pub fn known_keys(map: &Map<String, Value>, allowed: &[&str], path: &JsonPath) -> Result<()> {
-    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(k) => Err(path.key(k).error(format!(
-            "unknown option; expected one of: {}",
-            allowed.join(", ")
-        ))),
-    }
+    unknown_keys(map, allowed, path).next().map_or(Ok(()), Err)
+}
+
+/// An error for each member of `map` not named in `allowed`.
+pub fn unknown_keys<'a>(
+    map: &'a Map<String, Value>,
+    allowed: &'a [&str],
+    path: &'a JsonPath,
+) -> impl Iterator<Item = ConfigError> + 'a {
+    map.keys()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .map(move |k| {
+            path.key(k).error(format!(
+                "unknown option; expected one of: {}",
+                allowed.join(", ")
+            ))
+        })
 }
 
 /// The value itself for scalars, its type for containers: enough to recognise it in a message.

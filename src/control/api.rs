@@ -24,6 +24,7 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
     match (section.as_str(), req.method()) {
         ("config", _) => config(req, &rest, engine).await,
         ("certificates", _) => super::certificates::handle(req, &rest, engine).await,
+        ("history", _) => super::history::handle(req, &rest, engine).await,
         ("control", &Method::GET) => control(&rest, engine).await,
         ("status", &Method::GET) => status(&rest, engine).await,
         ("", &Method::GET) => {
@@ -44,7 +45,7 @@ pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
 /// Every `If-Match` field line as one list: RFC 9110 §5.3 lets a client split a list over several lines, so
 /// reading only the first would refuse a write whose current tag came in another. A value that is not text
 /// stays in the list as something no tag matches, rather than dropping the precondition.
-fn if_match(headers: &http::HeaderMap) -> Option<String> {
+pub(super) fn if_match(headers: &http::HeaderMap) -> Option<String> {
     let mut lines = headers.get_all(header::IF_MATCH).iter().peekable();
     lines.peek()?;
     let values: Vec<&str> = lines.map(|v| v.to_str().unwrap_or("\0")).collect();
@@ -213,14 +214,10 @@ pub(super) fn edit_error(e: EditError) -> Response<Body> {
     }
 }
 
-fn change_error(e: ChangeError) -> Response<Body> {
+pub(super) fn change_error(e: ChangeError) -> Response<Body> {
     match e {
         ChangeError::Edit(e) => edit_error(e),
-        ChangeError::Invalid(e) => fail(
-            StatusCode::BAD_REQUEST,
-            "Invalid configuration.",
-            Some(e.to_string()),
-        ),
+        ChangeError::Invalid(e) => super::invalid::answer(&e),
         ChangeError::Apply(e) => fail(
             StatusCode::BAD_REQUEST,
             "Failed to apply new configuration.",
@@ -266,7 +263,7 @@ pub(super) fn answer(status: StatusCode, doc: &Value) -> Response<Body> {
     r
 }
 
-fn with_etag(mut r: Response<Body>, etag: &str) -> Response<Body> {
+pub(super) fn with_etag(mut r: Response<Body>, etag: &str) -> Response<Body> {
     if let Ok(v) = HeaderValue::try_from(etag) {
         r.headers_mut().insert(header::ETAG, v);
     }

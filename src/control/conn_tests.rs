@@ -11,7 +11,12 @@ use super::*;
 use crate::server::Server;
 
 async fn engine() -> Arc<Engine> {
-    let engine = Engine::start(Server::new(), None, json!({})).await;
+    let initial = crate::engine::Initial {
+        doc: json!({}),
+        source: crate::history::Source::Startup,
+        history_size: 0,
+    };
+    let engine = Engine::start(Server::new(), None, initial).await;
     Arc::new(engine.expect("the empty configuration starts"))
 }
 

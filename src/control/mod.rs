@@ -9,6 +9,8 @@ mod api;
 mod certificates;
 mod conn;
 mod guard;
+mod history;
+mod invalid;
 mod reserve;
 pub(crate) mod token;
 mod unix_socket;

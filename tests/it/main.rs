@@ -11,6 +11,7 @@ mod bench_reload;
 mod control;
 mod control_access;
 mod exec_shim;
+mod history;
 mod hostile;
 mod http;
 mod http2;

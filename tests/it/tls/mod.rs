@@ -3,7 +3,7 @@
 
 mod acme;
 mod pebble;
-mod pki;
+pub(crate) mod pki;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
