@@ -121,6 +121,26 @@ fn the_dashboard_follows_the_server_live_and_reloads_an_app() {
         "return document.querySelector('#log').textContent.includes('start v1 pid=')",
     );
 
+    // A configuration change shows in the history; rolling back to the entry before it, from the page,
+    // puts the earlier document back.
+    let (code, body) = rein.api("PUT", "/config/routes/0/action/return", Some("205"));
+    assert_eq!(code, 200, "{body}");
+    let history = rein.api("GET", "/history", None).1;
+    let earlier = history[1]["id"].as_u64().expect("an earlier entry");
+    browser.wait_for(
+        "the earlier entry's rollback button",
+        &format!("return !!document.querySelector(\"button[data-action='rollback'][data-id='{earlier}']\")"),
+    );
+    browser.click(&format!(
+        "button[data-action='rollback'][data-id='{earlier}']"
+    ));
+    browser.wait_for(
+        "the rollback to be done",
+        &format!("return document.querySelector('#message').textContent.includes('rollback to {earlier}: done')"),
+    );
+    let (_, action) = rein.api("GET", "/config/routes/0/action/return", None);
+    assert_eq!(action, json!(204), "the earlier document is back");
+
     // Without the session cookie, and with the spent link, nothing is shown.
     browser.delete_cookies();
     browser.goto(&dashboard.base());
