@@ -107,6 +107,10 @@ pub struct RunArgs {
     /// Start with this configuration file (JSON) instead of the saved one; SIGHUP re-reads it
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The address the embedded default configuration listens on (used when there is neither --config nor a
+    /// saved configuration) [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR", conflicts_with = "config")]
+    listen: Option<String>,
     /// Append rein's own log here instead of standard error
     #[arg(long)]
     log: Option<PathBuf>,

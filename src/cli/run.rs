@@ -22,7 +22,7 @@ use super::signals::{Asked, Signals};
 use super::{RunArgs, exit};
 use crate::config::default_document;
 use crate::control::ControlListener;
-use crate::engine::{ChangeOptions, Engine};
+use crate::engine::{ChangeError, ChangeOptions, Engine};
 use crate::log_file::Reopenable;
 use crate::server::Server;
 use crate::state::StateDir;
@@ -85,7 +85,7 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
         path: state_dir.clone(),
         source,
     })?;
-    let doc = initial_document(args.config.as_deref(), &state)?;
+    let (doc, origin) = initial_document(args.config.as_deref(), args.listen.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
@@ -96,7 +96,7 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
     let supervisor = Supervisor::new(&state_dir, default_user(&args.user)?);
     let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), doc)
         .await
-        .map_err(RunError::Start)?;
+        .map_err(|e| start_error(e, &origin))?;
     let engine = Arc::new(engine);
     if let Some(pid) = &args.pid {
         std::fs::write(pid, format!("{}\n", std::process::id())).map_err(|source| {
@@ -153,21 +153,74 @@ async fn stop_within(engine: &Engine, timeout: Duration) {
     }
 }
 
-/// `--config` wins; else the saved configuration; else the embedded default.
-fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<Value, RunError> {
+/// Where the first configuration came from.
+enum Origin {
+    File,
+    Saved,
+    /// The embedded default, its one listener on this address.
+    Default {
+        listen: String,
+    },
+}
+
+/// `--config` wins; else the saved configuration; else the embedded default, listening on `--listen` if given.
+fn initial_document(
+    config: Option<&Path>,
+    listen: Option<&str>,
+    state: &StateDir,
+) -> Result<(Value, Origin), RunError> {
     if let Some(path) = config {
-        return Ok(read_config(path)?);
+        return Ok((read_config(path)?, Origin::File));
     }
-    match state.load()? {
-        Some(doc) => {
-            tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
-            Ok(doc)
+    if let Some(doc) = state.load()? {
+        tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
+        if let Some(addr) = listen {
+            tracing::warn!(
+                listen = addr,
+                "--listen applies to the default configuration only: the saved one is served as it is"
+            );
         }
-        None => default_document(state.path()).map_err(|source| RunError::Welcome {
-            path: state.path().to_owned(),
-            source,
-        }),
+        return Ok((doc, Origin::Saved));
     }
+    let mut doc = default_document(state.path()).map_err(|source| RunError::Welcome {
+        path: state.path().to_owned(),
+        source,
+    })?;
+    let listen = match listen {
+        Some(addr) => {
+            set_default_listener(&mut doc, addr);
+            addr.to_owned()
+        }
+        None => DEFAULT_LISTEN.to_owned(),
+    };
+    Ok((doc, Origin::Default { listen }))
+}
+
+/// The embedded default's listener, as `config/default.json` spells it.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Moves the default document's one listener to `addr` (validated with the rest of the document).
+fn set_default_listener(doc: &mut Value, addr: &str) {
+    if let Some(listeners) = doc.get_mut("listeners").and_then(Value::as_object_mut)
+        && let Some(listener) = listeners.remove(DEFAULT_LISTEN)
+    {
+        listeners.insert(addr.to_owned(), listener);
+    }
+}
+
+/// A refused start; when the default configuration's listener is what failed (the port is taken, or needs
+/// privileges), the error names `--listen`, the way to choose another without writing a file.
+fn start_error(error: ChangeError, origin: &Origin) -> RunError {
+    if let Origin::Default { listen } = origin
+        && let ChangeError::Apply(e) | ChangeError::Invalid(e) = &error
+        && e.path.as_str() == format!("listeners/{listen}")
+    {
+        return RunError::DefaultListener {
+            addr: listen.clone(),
+            detail: e.message.clone(),
+        };
+    }
+    RunError::Start(error)
 }
 
 fn read_config(path: &Path) -> Result<Value, ConfigFileError> {
@@ -212,10 +265,13 @@ fn reopen_logs(engine: &Engine, own_log: Option<&Reopenable>) {
 }
 
 /// SIGHUP: re-reads `--config` (if given), then reloads every application once: one that the re-read changed
-/// or added was already reloaded (or started) by the change, so it is not reloaded a second time.
+/// or added was already reloaded (or started) by the change, so it is not reloaded a second time. A file that
+/// cannot be read or is refused changes nothing at all: no application is reloaded either.
 async fn reload(engine: &Arc<Engine>, config: Option<&Path>) {
     let before = applications(engine);
-    reread(engine, config).await;
+    if reread(engine, config).await.is_err() {
+        return;
+    }
     if engine.server().supervisor().is_none() {
         return;
     }
@@ -250,16 +306,17 @@ fn applications(engine: &Engine) -> BTreeMap<String, AppConf> {
         .clone()
 }
 
-async fn reread(engine: &Engine, config: Option<&Path>) {
+/// Applies `--config` again; `Err` when it was refused (logged here), after which nothing else may change.
+async fn reread(engine: &Engine, config: Option<&Path>) -> Result<(), Refused> {
     let Some(path) = config else {
         tracing::info!("SIGHUP: no --config file to re-read");
-        return;
+        return Ok(());
     };
     let doc = match read_config(path) {
         Ok(doc) => doc,
         Err(e) => {
-            tracing::error!("SIGHUP: {e}; the configuration is unchanged");
-            return;
+            tracing::error!("SIGHUP: {e}; nothing changed, no application reloaded");
+            return Err(Refused);
         }
     };
     let result = engine
@@ -273,11 +330,18 @@ async fn reread(engine: &Engine, config: Option<&Path>) {
         .await;
     match result {
         Ok(outcome) => {
-            tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read")
+            tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read");
+            Ok(())
         }
-        Err(e) => tracing::error!("SIGHUP: {e}; the configuration is unchanged"),
+        Err(e) => {
+            tracing::error!("SIGHUP: {e}; nothing changed, no application reloaded");
+            Err(Refused)
+        }
     }
 }
+
+/// The re-read `--config` was refused (already logged).
+struct Refused;
 
 /// rein's own log: standard error, or `--log` (which SIGUSR1 reopens).
 fn init_logging(file: Option<&Path>) -> std::io::Result<Option<Reopenable>> {

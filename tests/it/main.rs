@@ -7,6 +7,7 @@ mod access_log;
 mod apps;
 mod bench;
 mod bench_reload;
+mod cli;
 mod control;
 mod control_access;
 mod exec_shim;
