@@ -20,6 +20,8 @@ command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=
 command -v unshare >/dev/null || packages+=(util-linux)
 # curl: the HTTPS and HTTP/2 tests drive rein with it (--http2, --resolve, --limit-rate).
 command -v curl >/dev/null || packages+=(curl)
+# systemd-analyze: the service test verifies dist/rein.service.
+command -v systemd-analyze >/dev/null || packages+=(systemd)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""

@@ -2,8 +2,11 @@
 
 mod bench;
 mod client;
+mod generate;
+mod notify;
 mod run;
 mod signals;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,8 +41,14 @@ enum Command {
     /// Read or change the configuration of a running server.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Show a running server's status (connections, requests, listeners).
-    Status(ControlArgs),
+    /// Show a running server's applications, instances, listeners and upstreams as a table.
+    Status {
+        /// Print the status document (`GET /status`) as JSON instead
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
     /// Measure a server under load: throughput, latency percentiles, errors, longest outage.
     Bench(bench::BenchArgs),
     /// Rolling reload of an application (waits until it is done or abandoned).
@@ -59,6 +68,17 @@ enum Command {
         follow: bool,
         #[command(flatten)]
         control: ControlArgs,
+    },
+    /// Print the completion script for a shell (bash: `rein completions bash > /etc/bash_completion.d/rein`)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, rein(1), generated from this command line's definition
+    Man {
+        /// Write rein.1 and a page per command (rein-run.1 …) into this directory instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -114,6 +134,9 @@ pub struct RunArgs {
     /// Append rein's own log here instead of standard error
     #[arg(long)]
     log: Option<PathBuf>,
+    /// rein's own log as text lines or as JSON objects, one a line (for a log collector)
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Write rein's process id to this file
     #[arg(long)]
     pid: Option<PathBuf>,
@@ -128,6 +151,13 @@ pub struct RunArgs {
     user: String,
     #[command(flatten)]
     control: ControlArgs,
+}
+
+/// How rein writes its own log.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -187,7 +217,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Status(control) => client::show(&control.client(), "/status"),
+        Command::Status {
+            json: true,
+            control,
+        } => client::show(&control.client(), "/status"),
+        Command::Status { control, .. } => status(&control),
         Command::Config(cmd) => config(cmd),
         Command::Bench(args) => bench::run(args),
         Command::Reload { name, control } => client::show(
@@ -199,6 +233,8 @@ pub fn main() -> ExitCode {
             follow,
             control,
         } => logs(&control.state_dir(), &name, follow),
+        Command::Completions { shell } => generate::completions(shell),
+        Command::Man { dir } => generate::man(dir.as_deref()),
     }
 }
 
@@ -228,6 +264,24 @@ fn config(cmd: ConfigCommand) -> ExitCode {
             None,
             None,
         ),
+    }
+}
+
+/// `rein status`: `/status` as tables.
+fn status(control: &ControlArgs) -> ExitCode {
+    let text = match client::fetch(&control.client(), http::Method::GET, "/status", None, None) {
+        Ok(text) => text,
+        Err(failure) => return failure.report(),
+    };
+    match serde_json::from_str(&text) {
+        Ok(doc) => {
+            print!("{}", status::render(&doc));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rein: error: the status is not JSON: {e}");
+            ExitCode::from(exit::FAILED)
+        }
     }
 }
 

@@ -18,8 +18,9 @@ mod error;
 
 use error::{ConfigFileError, RunError};
 
+use super::notify::{Status, notify};
 use super::signals::{Asked, Signals};
-use super::{RunArgs, exit};
+use super::{LogFormat, RunArgs, exit};
 use crate::config::default_document;
 use crate::control::ControlListener;
 use crate::engine::{ChangeError, ChangeOptions, Engine};
@@ -30,7 +31,7 @@ use crate::supervisor::Supervisor;
 use crate::supervisor::conf::AppConf;
 
 pub fn run(args: RunArgs) -> ExitCode {
-    let own_log = match init_logging(args.log.as_deref()) {
+    let own_log = match init_logging(args.log.as_deref(), args.log_format) {
         Ok(log) => log,
         Err(e) => {
             eprintln!(
@@ -110,7 +111,9 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
     let acme_task = crate::acme::spawn(engine.clone(), &state_dir, stop.clone());
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
+    notify(Status::Ready);
     wait_for_stop(&engine, args.config.as_deref(), own_log.as_ref(), signals).await;
+    notify(Status::Stopping);
 
     stop_within(&engine, Duration::from_secs_f64(args.stop_timeout.max(0.0))).await;
     stop.cancel();
@@ -269,7 +272,10 @@ fn reopen_logs(engine: &Engine, own_log: Option<&Reopenable>) {
 /// cannot be read or is refused changes nothing at all: no application is reloaded either.
 async fn reload(engine: &Arc<Engine>, config: Option<&Path>) {
     let before = applications(engine);
-    if reread(engine, config).await.is_err() {
+    notify(Status::Reloading);
+    let reread = reread(engine, config).await;
+    notify(Status::Ready);
+    if reread.is_err() {
         return;
     }
     if engine.server().supervisor().is_none() {
@@ -343,20 +349,22 @@ async fn reread(engine: &Engine, config: Option<&Path>) -> Result<(), Refused> {
 /// The re-read `--config` was refused (already logged).
 struct Refused;
 
-/// rein's own log: standard error, or `--log` (which SIGUSR1 reopens).
-fn init_logging(file: Option<&Path>) -> std::io::Result<Option<Reopenable>> {
+/// rein's own log: standard error, or `--log` (which SIGUSR1 reopens); text or JSON lines. Colour codes only
+/// on a terminal: a file, a pipe or the journal gets plain text.
+fn init_logging(file: Option<&Path>, format: LogFormat) -> std::io::Result<Option<Reopenable>> {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match file {
-        Some(path) => {
-            let log = Reopenable::open(path)?;
-            builder.with_ansi(false).with_writer(log.clone()).init();
-            Ok(Some(log))
-        }
-        None => {
-            builder.with_writer(std::io::stderr).init();
-            Ok(None)
-        }
+    let log = file.map(Reopenable::open).transpose()?;
+    match (&log, format) {
+        (Some(log), LogFormat::Text) => builder.with_ansi(false).with_writer(log.clone()).init(),
+        (Some(log), LogFormat::Json) => builder.json().with_writer(log.clone()).init(),
+        (None, LogFormat::Text) => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
+        (None, LogFormat::Json) => builder.json().with_writer(std::io::stderr).init(),
     }
+    Ok(log)
 }

@@ -1,11 +1,11 @@
 //! The command line as people use it: `rein run --listen`, what a refused start leaves behind, `rein status`
 //! as a table or JSON, errors from the API on one line, completions and the man page.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde_json::json;
 
-use crate::harness::{Rein, get};
+use crate::harness::{Rein, get, wait_for};
 
 /// `--listen` moves the embedded default configuration's listener: the welcome page is served there.
 #[test]
@@ -63,4 +63,97 @@ fn listen_with_config_is_a_usage_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Runs `rein ARGS --state STATE` against `rein`.
+fn rein_cli(rein: &Rein, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(args)
+        .arg("--state")
+        .arg(&rein.state)
+        .env_remove("REIN_CONTROL")
+        .env_remove("REIN_STATE")
+        .output()
+        .unwrap()
+}
+
+/// `rein status` is a table of instances (pid, state, restarts, memory), listeners and totals; `--json` is
+/// `/status` itself.
+#[test]
+fn status_prints_a_table_and_json_on_request() {
+    let rein = Rein::start();
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps/python_app.py");
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "applications/web"}},
+        "applications": {"web": {"type": "external", "executable": "python3", "arguments": [app, "web"],
+                                 "processes": 2}},
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    wait_for("the app to answer", || get(addr, "/").status == 200);
+    let mut text = String::new();
+    wait_for("two ready instances in the table", || {
+        let out = rein_cli(&rein, &["status"]);
+        text = String::from_utf8_lossy(&out.stdout).into_owned();
+        out.status.success()
+            && text
+                .lines()
+                .filter(|l| l.starts_with("web ") && l.contains(" ready "))
+                .count()
+                == 2
+    });
+    let head = text.lines().next().unwrap();
+    for column in ["APP", "PID", "STATE", "RESTARTS", "MEMORY", "REQUESTS"] {
+        assert!(head.contains(column), "{column} in {text}");
+    }
+    assert!(text.contains(&format!("127.0.0.1:0  {addr}")), "{text}");
+    assert!(text.contains("connections: "), "{text}");
+
+    let out = rein_cli(&rein, &["status", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["applications"]["web"]["instances"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// An error from the API is one line on standard error, `rein: error: WHAT: DETAIL`, and exit code 1.
+#[test]
+fn an_api_error_is_one_line() {
+    let rein = Rein::start();
+    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["config", "set", "routes", "-", "--state"])
+        .arg(&rein.state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(br#"[{"action": {"return": "x"}}]"#)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("rein: error: Invalid configuration: routes/0/action/return: "),
+        "{err}"
+    );
+
+    let out = rein_cli(&rein, &["config", "get", "nothing/here"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (out.status.code(), err.lines().count()),
+        (Some(1), 1),
+        "{err}"
+    );
+    assert!(err.starts_with("rein: error: "), "{err}");
 }

@@ -22,6 +22,7 @@ mod python;
 mod python_reload;
 mod reload;
 mod routing;
+mod service;
 mod share;
 mod tls;
 mod unit_compat;
