@@ -157,3 +157,47 @@ fn an_api_error_is_one_line() {
     );
     assert!(err.starts_with("rein: error: "), "{err}");
 }
+
+/// A Node.js app that throws at start: the status gives the app's own `Error: …` line as the reason, not the
+/// last frames of its stack.
+#[test]
+fn a_failed_start_shows_the_apps_own_error() {
+    let rein = Rein::start();
+    let script = rein.dir.path().join("broken.js");
+    std::fs::write(
+        &script,
+        "function connect() { throw new Error('database unreachable'); }\nconnect();\n",
+    )
+    .unwrap();
+    let doc = json!({
+        "listeners": {"127.0.0.1:0": {"pass": "applications/broken"}},
+        "applications": {"broken": {"type": "external", "executable": "node",
+            "arguments": [script.display().to_string()], "readiness": {"timeout": 3},
+            "restart": {"min_interval": 0.2, "backoff_max": 1}}},
+    });
+    let file = rein.dir.path().join("conf.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let out = rein_cli(&rein, &["config", "set", "/", &file.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut text = String::new();
+    wait_for("the failure in the status table", || {
+        text = String::from_utf8_lossy(&rein_cli(&rein, &["status"]).stdout).into_owned();
+        text.contains("Error: database unreachable")
+    });
+    assert!(!text.contains("Module._compile"), "{text}");
+    let out = rein_cli(&rein, &["status", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = doc["applications"]["broken"]["exited"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.ends_with("its stderr ended: Error: database unreachable"),
+        "{reason}"
+    );
+}
