@@ -215,24 +215,13 @@ impl Tail {
         self.bytes.drain(..over);
         self.bytes.extend(data);
     }
-
-    /// Up to `n` last non-empty lines, joined by " | " (one line fits a status field and a log line).
-    pub fn last_lines(&self, n: usize) -> String {
-        let bytes: Vec<u8> = self.bytes.iter().copied().collect();
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text
-            .lines()
-            .map(str::trim_end)
-            .filter(|l| !l.is_empty())
-            .collect();
-        lines[lines.len().saturating_sub(n)..].join(" | ")
-    }
 }
 
 impl Tail {
     /// What the process said about its end, for a failure's reason: the error itself where the tail is a
     /// JavaScript stack (Node.js prints `Error: message` above its `    at …` frames and a `Node.js vX` line
-    /// below) or a Python traceback (whose last line is the exception), else the last `n` lines.
+    /// below) or a Python traceback (whose last line is the exception), else up to `n` last non-empty lines
+    /// joined by " | " (one line fits a status field and a log line).
     pub fn reason(&self, n: usize) -> String {
         let bytes: Vec<u8> = self.bytes.iter().copied().collect();
         let text = String::from_utf8_lossy(&bytes);
@@ -450,15 +439,15 @@ mod tests {
     #[test]
     fn a_tail_keeps_the_last_lines_within_its_bound() {
         let mut tail = Tail::default();
-        assert_eq!(tail.last_lines(3), "");
+        assert_eq!(tail.reason(3), "");
         tail.push(b"one\ntwo\n\nthr");
         tail.push(b"ee\n");
-        assert_eq!(tail.last_lines(2), "two | three");
-        assert_eq!(tail.last_lines(9), "one | two | three");
+        assert_eq!(tail.reason(2), "two | three");
+        assert_eq!(tail.reason(9), "one | two | three");
         tail.push(&[b'x'; 5000]);
         tail.push(b"\nlast");
         assert_eq!(tail.bytes.len(), Tail::KEEP);
-        assert_eq!(tail.last_lines(1), "last");
+        assert_eq!(tail.reason(1), "last");
     }
 
     #[test]
