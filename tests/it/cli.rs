@@ -201,3 +201,22 @@ fn a_failed_start_shows_the_apps_own_error() {
         "{reason}"
     );
 }
+
+/// `--log-format json`: rein's own log is one JSON object a line, message and fields apart.
+#[test]
+fn the_log_format_json_writes_one_object_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let rein = Rein::start_in(dir, &["--config", "EMPTY", "--log-format", "json"]);
+    rein.wait_ready();
+    wait_for("rein is running in the log", || {
+        rein.log_text().contains("rein is running")
+    });
+    for line in rein.log_text().lines() {
+        let entry: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            entry["level"].is_string() && entry["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+}
