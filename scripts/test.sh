@@ -25,6 +25,8 @@ command -v tmux >/dev/null || packages+=(tmux)
 # `rein dashboard` is tested in a real browser: Debian's headless Chromium driven by its chromedriver.
 command -v chromium >/dev/null || packages+=(chromium)
 command -v chromedriver >/dev/null || packages+=(chromium-driver)
+# systemd-analyze: the service test verifies dist/rein.service.
+command -v systemd-analyze >/dev/null || packages+=(systemd)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""

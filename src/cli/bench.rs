@@ -41,14 +41,14 @@ pub struct AppArgs {
     /// Keep-alive connections, each with one request in flight
     #[arg(short, long, default_value_t = 10)]
     connections: usize,
-    /// Seconds to run
-    #[arg(short, long, default_value_t = 10.0)]
+    /// How long to run: seconds, or a number with a unit as wrk takes it (500ms, 10s, 2m, 1h)
+    #[arg(short, long, default_value = "10", value_parser = duration_secs)]
     duration: f64,
-    /// Seconds into the run to reload or kill [default: a third of the duration]
-    #[arg(long)]
+    /// How far into the run to reload or kill (seconds, or with a unit) [default: a third of the duration]
+    #[arg(long, value_parser = duration_secs)]
     at: Option<f64>,
-    /// Seconds a request may take, connecting included
-    #[arg(long, default_value_t = 10.0)]
+    /// How long a request may take, connecting included (seconds, or with a unit)
+    #[arg(long, default_value = "10", value_parser = duration_secs)]
     timeout: f64,
     /// Print the report as one JSON object
     #[arg(long)]
@@ -67,8 +67,8 @@ pub struct HttpArgs {
     /// Keep-alive connections, each with one request in flight
     #[arg(short, long, default_value_t = 10)]
     connections: usize,
-    /// Seconds to run [default: 10]
-    #[arg(short, long, conflicts_with = "requests")]
+    /// How long to run: seconds, or a number with a unit as wrk takes it (500ms, 10s, 2m, 1h) [default: 10s]
+    #[arg(short, long, conflicts_with = "requests", value_parser = duration_secs)]
     duration: Option<f64>,
     /// Stop after this many requests instead of after a duration
     #[arg(short = 'n', long)]
@@ -85,8 +85,8 @@ pub struct HttpArgs {
     /// Send this file as the request body
     #[arg(long, value_name = "FILE")]
     body: Option<PathBuf>,
-    /// Seconds a request may take, connecting included
-    #[arg(long, default_value_t = 10.0)]
+    /// How long a request may take, connecting included (seconds, or with a unit)
+    #[arg(long, default_value = "10", value_parser = duration_secs)]
     timeout: f64,
     /// Print the report as one JSON object
     #[arg(long)]
@@ -96,8 +96,34 @@ pub struct HttpArgs {
     threads: Option<usize>,
     /// Report the longest gap among windows without a success still open this many seconds into the run
     /// (e.g. when a reload was triggered), leaving out the load's own start
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = duration_secs)]
     gap_from: Option<f64>,
+}
+
+/// A duration in seconds: a plain number, or one followed by `ms`, `s`, `m` or `h` (wrk's units).
+fn duration_secs(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?}: use ms, s, m or h (10s, 2m)"
+            ));
+        }
+    };
+    match number.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n * scale),
+        _ => Err(format!(
+            "{text:?} is not a duration (10, 10s, 500ms, 2m, 1h)"
+        )),
+    }
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -221,4 +247,22 @@ fn http_config(args: &HttpArgs) -> Result<Config, String> {
     }
     config.validate()?;
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_secs;
+
+    #[test]
+    fn durations_take_wrks_units() {
+        assert_eq!(duration_secs("10"), Ok(10.0));
+        assert_eq!(duration_secs("2.5"), Ok(2.5));
+        assert_eq!(duration_secs("10s"), Ok(10.0));
+        assert_eq!(duration_secs("500ms"), Ok(0.5));
+        assert_eq!(duration_secs("2m"), Ok(120.0));
+        assert_eq!(duration_secs("1h"), Ok(3600.0));
+        assert!(duration_secs("10x").is_err());
+        assert!(duration_secs("s").is_err());
+        assert!(duration_secs("-1s").is_err());
+    }
 }

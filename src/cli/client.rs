@@ -74,7 +74,8 @@ pub fn put(target: &Target, path: &str, file: &Path, if_match: Option<&str>) -> 
     }
 }
 
-/// Sends one request and prints the answer: the body on stdout for success, on stderr otherwise.
+/// Sends one request and prints the answer: the body on stdout for success; otherwise one line on stderr,
+/// `rein: error: WHAT: DETAIL`. Applications a change left not serving are named on stderr too.
 pub fn send(
     target: &Target,
     method: Method,
@@ -82,46 +83,46 @@ pub fn send(
     body: Option<Vec<u8>>,
     if_match: Option<&str>,
 ) -> ExitCode {
-    let headers = match target.headers() {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("rein: {e}");
-            return ExitCode::from(exit::FAILED);
-        }
-    };
-    // A path or a header that makes no request is the caller's mistake, not an unreachable server.
-    let req = match build(method, path, body, if_match, &headers) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("rein: cannot make a control API request of {path:?}: {e}");
-            return ExitCode::from(exit::FAILED);
-        }
-    };
-    let addr = &target.addr;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("rein: {e}");
-            return ExitCode::from(exit::FAILED);
-        }
-    };
-    match runtime.block_on(request(addr, req)) {
-        Ok((status, text)) if status.is_success() => {
+    match fetch(target, method, path, body, if_match) {
+        Ok(text) => {
             print!("{text}");
+            for line in not_ready(&text) {
+                eprintln!("rein: warning: {line}");
+            }
             ExitCode::SUCCESS
         }
-        Ok((status, text)) => {
-            eprint!("rein: {status}\n{text}");
-            ExitCode::from(exit::FAILED)
-        }
-        Err(e) => {
-            eprintln!(
-                "rein: cannot reach the control API at {addr}: {e}\n(is `rein run` running with the same --state or --control?)"
-            );
-            ExitCode::from(exit::UNREACHABLE)
+        Err(failure) => failure.report(),
+    }
+}
+
+/// Why a request to the API gave no answer to print.
+pub enum Failure {
+    /// The request could not be made (a bad header), or the client could not start.
+    Local(String),
+    /// The API answered with an error: its status and body.
+    Refused(StatusCode, String),
+    /// Nothing answers at the address.
+    Unreachable(ControlAddr, std::io::Error),
+}
+
+impl Failure {
+    /// Prints the failure as one line (two for an unreachable API: the hint) and gives the exit code.
+    pub fn report(self) -> ExitCode {
+        match self {
+            Failure::Local(message) => {
+                eprintln!("rein: {message}");
+                ExitCode::from(exit::FAILED)
+            }
+            Failure::Refused(status, text) => {
+                eprintln!("rein: error: {}", error_line(status, &text));
+                ExitCode::from(exit::FAILED)
+            }
+            Failure::Unreachable(addr, e) => {
+                eprintln!(
+                    "rein: cannot reach the control API at {addr}: {e}\n(is `rein run` running with the same --state or --control?)"
+                );
+                ExitCode::from(exit::UNREACHABLE)
+            }
         }
     }
 }
@@ -162,6 +163,81 @@ pub(super) async fn call(
             addr: target.addr.to_string(),
             source,
         })
+}
+
+/// One request; the body of a successful answer.
+pub fn fetch(
+    target: &Target,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    if_match: Option<&str>,
+) -> Result<String, Failure> {
+    let headers = target
+        .headers()
+        .map_err(|e| Failure::Local(e.to_string()))?;
+    // A path or a header that makes no request is the caller's mistake, not an unreachable server.
+    let req = build(method, path, body, if_match, &headers).map_err(|e| {
+        Failure::Local(format!(
+            "cannot make a control API request of {path:?}: {e}"
+        ))
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Local(e.to_string()))?;
+    match runtime.block_on(request(&target.addr, req)) {
+        Ok((status, text)) if status.is_success() => Ok(text),
+        Ok((status, text)) => Err(Failure::Refused(status, text)),
+        Err(e) => Err(Failure::Unreachable(target.addr.clone(), e)),
+    }
+}
+
+/// An API error as one line: `{"error": "Invalid configuration.", "detail": "routes/0: …"}` is
+/// `Invalid configuration: routes/0: …`; a body that is not such a document is shown after the status.
+fn error_line(status: StatusCode, text: &str) -> String {
+    let doc: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let field = |name: &str| {
+        doc.as_ref()
+            .and_then(|d| d.get(name))
+            .and_then(|v| v.as_str())
+            .map(|s| one_line(s.trim_end_matches('.')))
+    };
+    match (field("error"), field("detail")) {
+        (Some(error), Some(detail)) => format!("{error}: {detail}"),
+        (Some(error), None) => error,
+        _ => match one_line(text.trim()) {
+            body if body.is_empty() => status.to_string(),
+            body => format!("{status}: {body}"),
+        },
+    }
+}
+
+/// Line breaks folded, so that a message stays one line.
+fn one_line(text: &str) -> String {
+    text.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// A change applied whose applications did not all start: `NAME: reason` for each.
+fn not_ready(text: &str) -> Vec<String> {
+    let doc: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let Some(apps) = doc
+        .as_ref()
+        .and_then(|d| d.get("applications"))
+        .and_then(|a| a.as_object())
+    else {
+        return Vec::new();
+    };
+    apps.iter()
+        .map(|(name, why)| {
+            let why = why.as_str().map_or_else(|| why.to_string(), one_line);
+            format!("application {name:?} is not serving: {why}")
+        })
+        .collect()
 }
 
 pub(super) fn build(
@@ -215,6 +291,26 @@ where
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_api_error_is_one_line() {
+        let line = |status: u16, text: &str| {
+            super::error_line(http::StatusCode::from_u16(status).unwrap(), text)
+        };
+        assert_eq!(
+            line(
+                400,
+                "{\"error\": \"Invalid configuration.\", \"detail\": \"routes/0: bad\\nthing.\"}\n"
+            ),
+            "Invalid configuration: routes/0: bad | thing"
+        );
+        assert_eq!(
+            line(404, "{\"error\": \"Value doesn't exist.\"}"),
+            "Value doesn't exist"
+        );
+        assert_eq!(line(502, "oops\n"), "502 Bad Gateway: oops");
+        assert_eq!(line(500, ""), "500 Internal Server Error");
+    }
+
     #[test]
     fn the_host_names_the_address_reached() {
         let host = |a: &str| super::host(a.parse().unwrap());

@@ -3,9 +3,12 @@
 mod bench;
 mod client;
 mod dashboard;
+mod generate;
 mod history;
+mod notify;
 mod run;
 mod signals;
+mod status;
 mod tail;
 mod top;
 
@@ -42,8 +45,14 @@ enum Command {
     /// Read or change the configuration of a running server.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Show a running server's status (connections, requests, listeners).
-    Status(ControlArgs),
+    /// Show a running server's applications, instances, listeners and upstreams as a table.
+    Status {
+        /// Print the status document (`GET /status`) as JSON instead
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        control: ControlArgs,
+    },
     /// Measure a server under load: throughput, latency percentiles, errors, longest outage.
     Bench(bench::BenchArgs),
     /// Rolling reload of an application (waits until it is done or abandoned).
@@ -83,6 +92,17 @@ enum Command {
         follow: bool,
         #[command(flatten)]
         control: ControlArgs,
+    },
+    /// Print the completion script for a shell (bash: `rein completions bash > /etc/bash_completion.d/rein`)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, rein(1), generated from this command line's definition
+    Man {
+        /// Write rein.1 and a page per command (rein-run.1 …) into this directory instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -131,9 +151,16 @@ pub struct RunArgs {
     /// Start with this configuration file (JSON) instead of the saved one; SIGHUP re-reads it
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The address the embedded default configuration listens on (used when there is neither --config nor a
+    /// saved configuration) [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR", conflicts_with = "config")]
+    listen: Option<String>,
     /// Append rein's own log here instead of standard error
     #[arg(long)]
     log: Option<PathBuf>,
+    /// rein's own log as text lines or as JSON objects, one a line (for a log collector)
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Write rein's process id to this file
     #[arg(long)]
     pid: Option<PathBuf>,
@@ -151,6 +178,13 @@ pub struct RunArgs {
     history_size: u16,
     #[command(flatten)]
     control: ControlArgs,
+}
+
+/// How rein writes its own log.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,7 +250,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Status(control) => client::show(&control.client(), "/status"),
+        Command::Status {
+            json: true,
+            control,
+        } => client::show(&control.client(), "/status"),
+        Command::Status { control, .. } => status(&control),
         Command::Config(cmd) => config(cmd),
         Command::Bench(args) => bench::run(args),
         Command::Reload { name, control } => client::show(
@@ -243,6 +281,8 @@ pub fn main() -> ExitCode {
             control.state_dir(),
             std::time::Duration::from_secs_f64(interval),
         ),
+        Command::Completions { shell } => generate::completions(shell),
+        Command::Man { dir } => generate::man(dir.as_deref()),
     }
 }
 
@@ -283,6 +323,24 @@ fn interval(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if (0.1..=3600.0).contains(&s) => Ok(s),
         _ => Err("seconds between 0.1 and 3600".to_owned()),
+    }
+}
+
+/// `rein status`: `/status` as tables.
+fn status(control: &ControlArgs) -> ExitCode {
+    let text = match client::fetch(&control.client(), http::Method::GET, "/status", None, None) {
+        Ok(text) => text,
+        Err(failure) => return failure.report(),
+    };
+    match serde_json::from_str(&text) {
+        Ok(doc) => {
+            print!("{}", status::render(&doc));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rein: error: the status is not JSON: {e}");
+            ExitCode::from(exit::FAILED)
+        }
     }
 }
 

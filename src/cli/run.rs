@@ -18,11 +18,12 @@ mod error;
 
 use error::{ConfigFileError, RunError};
 
+use super::notify::{Status, notify};
 use super::signals::{Asked, Signals};
-use super::{RunArgs, exit};
+use super::{LogFormat, RunArgs, exit};
 use crate::config::default_document;
 use crate::control::ControlListener;
-use crate::engine::{ChangeOptions, Engine, Initial};
+use crate::engine::{ChangeError, ChangeOptions, Engine, Initial};
 use crate::history::Source;
 use crate::log_file::Reopenable;
 use crate::server::Server;
@@ -31,7 +32,7 @@ use crate::supervisor::Supervisor;
 use crate::supervisor::conf::AppConf;
 
 pub fn run(args: RunArgs) -> ExitCode {
-    let own_log = match init_logging(args.log.as_deref()) {
+    let own_log = match init_logging(args.log.as_deref(), args.log_format) {
         Ok(log) => log,
         Err(e) => {
             eprintln!(
@@ -86,7 +87,7 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
         path: state_dir.clone(),
         source,
     })?;
-    let (doc, source) = initial_document(args.config.as_deref(), &state)?;
+    let (doc, origin) = initial_document(args.config.as_deref(), args.listen.as_deref(), &state)?;
     let control_addr = args.control.control_addr();
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
@@ -97,12 +98,12 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
     let supervisor = Supervisor::new(&state_dir, default_user(&args.user)?);
     let initial = Initial {
         doc,
-        source,
+        source: origin.source(),
         history_size: usize::from(args.history_size),
     };
     let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), initial)
         .await
-        .map_err(RunError::Start)?;
+        .map_err(|e| start_error(e, &origin))?;
     let engine = Arc::new(engine);
     if let Some(pid) = &args.pid {
         std::fs::write(pid, format!("{}\n", std::process::id())).map_err(|source| {
@@ -116,7 +117,9 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
     let acme_task = crate::acme::spawn(engine.clone(), &state_dir, stop.clone());
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
+    notify(Status::Ready);
     wait_for_stop(&engine, args.config.as_deref(), own_log.as_ref(), signals).await;
+    notify(Status::Stopping);
 
     stop_within(&engine, Duration::from_secs_f64(args.stop_timeout.max(0.0))).await;
     stop.cancel();
@@ -159,23 +162,88 @@ async fn stop_within(engine: &Engine, timeout: Duration) {
     }
 }
 
-/// `--config` wins; else the saved configuration; else the embedded default. With where it came from, for the
-/// history.
-fn initial_document(config: Option<&Path>, state: &StateDir) -> Result<(Value, Source), RunError> {
-    if let Some(path) = config {
-        return Ok((read_config(path)?, Source::File));
-    }
-    let doc = match state.load()? {
-        Some(doc) => {
-            tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
-            doc
+/// Where the first configuration came from.
+enum Origin {
+    File,
+    Saved,
+    /// The embedded default, its one listener on this address.
+    Default {
+        listen: String,
+    },
+}
+
+impl Origin {
+    /// How the history records the first document.
+    fn source(&self) -> Source {
+        match self {
+            Origin::File => Source::File,
+            Origin::Saved | Origin::Default { .. } => Source::Startup,
         }
-        None => default_document(state.path()).map_err(|source| RunError::Welcome {
-            path: state.path().to_owned(),
-            source,
-        })?,
+    }
+}
+
+/// `--config` wins; else the saved configuration; else the embedded default, listening on `--listen` if given.
+fn initial_document(
+    config: Option<&Path>,
+    listen: Option<&str>,
+    state: &StateDir,
+) -> Result<(Value, Origin), RunError> {
+    if let Some(path) = config {
+        return Ok((read_config(path)?, Origin::File));
+    }
+    if let Some(doc) = state.load()? {
+        tracing::info!(dir = %state.path().display(), "restoring the saved configuration");
+        if let Some(addr) = listen {
+            tracing::warn!(
+                listen = addr,
+                "--listen applies to the default configuration only: the saved one is served as it is"
+            );
+        }
+        return Ok((doc, Origin::Saved));
+    }
+    let mut doc = default_document(state.path()).map_err(|source| RunError::Welcome {
+        path: state.path().to_owned(),
+        source,
+    })?;
+    let listen = match listen {
+        Some(addr) => {
+            set_default_listener(&mut doc, addr);
+            addr.to_owned()
+        }
+        None => DEFAULT_LISTEN.to_owned(),
     };
-    Ok((doc, Source::Startup))
+    Ok((doc, Origin::Default { listen }))
+}
+
+/// The embedded default's listener, as `config/default.json` spells it.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Moves the default document's one listener to `addr` (validated with the rest of the document).
+fn set_default_listener(doc: &mut Value, addr: &str) {
+    if let Some(listeners) = doc.get_mut("listeners").and_then(Value::as_object_mut)
+        && let Some(listener) = listeners.remove(DEFAULT_LISTEN)
+    {
+        listeners.insert(addr.to_owned(), listener);
+    }
+}
+
+/// A refused start; when the default configuration's listener is what failed (the port is taken, or needs
+/// privileges), the error names `--listen`, the way to choose another without writing a file.
+fn start_error(error: ChangeError, origin: &Origin) -> RunError {
+    if let Origin::Default { listen } = origin
+        && let Some(e) = match &error {
+            ChangeError::Apply(e) => Some(e),
+            ChangeError::Invalid(errors) => Some(errors.first()),
+            _ => None,
+        }
+        && e.path.as_str() == format!("listeners/{listen}")
+    {
+        return RunError::DefaultListener {
+            addr: listen.clone(),
+            detail: e.message.clone(),
+        };
+    }
+    RunError::Start(error)
 }
 
 fn read_config(path: &Path) -> Result<Value, ConfigFileError> {
@@ -220,10 +288,16 @@ fn reopen_logs(engine: &Engine, own_log: Option<&Reopenable>) {
 }
 
 /// SIGHUP: re-reads `--config` (if given), then reloads every application once: one that the re-read changed
-/// or added was already reloaded (or started) by the change, so it is not reloaded a second time.
+/// or added was already reloaded (or started) by the change, so it is not reloaded a second time. A file that
+/// cannot be read or is refused changes nothing at all: no application is reloaded either.
 async fn reload(engine: &Arc<Engine>, config: Option<&Path>) {
     let before = applications(engine);
-    reread(engine, config).await;
+    notify(Status::Reloading);
+    let reread = reread(engine, config).await;
+    notify(Status::Ready);
+    if reread.is_err() {
+        return;
+    }
     if engine.server().supervisor().is_none() {
         return;
     }
@@ -258,16 +332,17 @@ fn applications(engine: &Engine) -> BTreeMap<String, AppConf> {
         .clone()
 }
 
-async fn reread(engine: &Engine, config: Option<&Path>) {
+/// Applies `--config` again; `Err` when it was refused (logged here), after which nothing else may change.
+async fn reread(engine: &Engine, config: Option<&Path>) -> Result<(), Refused> {
     let Some(path) = config else {
         tracing::info!("SIGHUP: no --config file to re-read");
-        return;
+        return Ok(());
     };
     let doc = match read_config(path) {
         Ok(doc) => doc,
         Err(e) => {
-            tracing::error!("SIGHUP: {e}; the configuration is unchanged");
-            return;
+            tracing::error!("SIGHUP: {e}; nothing changed, no application reloaded");
+            return Err(Refused);
         }
     };
     let result = engine
@@ -282,26 +357,35 @@ async fn reread(engine: &Engine, config: Option<&Path>) {
         .await;
     match result {
         Ok(outcome) => {
-            tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read")
+            tracing::info!(?outcome, file = %path.display(), "SIGHUP: configuration re-read");
+            Ok(())
         }
-        Err(e) => tracing::error!("SIGHUP: {e}; the configuration is unchanged"),
+        Err(e) => {
+            tracing::error!("SIGHUP: {e}; nothing changed, no application reloaded");
+            Err(Refused)
+        }
     }
 }
 
-/// rein's own log: standard error, or `--log` (which SIGUSR1 reopens).
-fn init_logging(file: Option<&Path>) -> std::io::Result<Option<Reopenable>> {
+/// The re-read `--config` was refused (already logged).
+struct Refused;
+
+/// rein's own log: standard error, or `--log` (which SIGUSR1 reopens); text or JSON lines. Colour codes only
+/// on a terminal: a file, a pipe or the journal gets plain text.
+fn init_logging(file: Option<&Path>, format: LogFormat) -> std::io::Result<Option<Reopenable>> {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match file {
-        Some(path) => {
-            let log = Reopenable::open(path)?;
-            builder.with_ansi(false).with_writer(log.clone()).init();
-            Ok(Some(log))
-        }
-        None => {
-            builder.with_writer(std::io::stderr).init();
-            Ok(None)
-        }
+    let log = file.map(Reopenable::open).transpose()?;
+    match (&log, format) {
+        (Some(log), LogFormat::Text) => builder.with_ansi(false).with_writer(log.clone()).init(),
+        (Some(log), LogFormat::Json) => builder.json().with_writer(log.clone()).init(),
+        (None, LogFormat::Text) => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
+        (None, LogFormat::Json) => builder.json().with_writer(std::io::stderr).init(),
     }
+    Ok(log)
 }

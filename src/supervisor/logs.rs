@@ -215,18 +215,44 @@ impl Tail {
         self.bytes.drain(..over);
         self.bytes.extend(data);
     }
+}
 
-    /// Up to `n` last non-empty lines, joined by " | " (one line fits a status field and a log line).
-    pub fn last_lines(&self, n: usize) -> String {
+impl Tail {
+    /// What the process said about its end, for a failure's reason: the error itself where the tail is a
+    /// JavaScript stack (Node.js prints `Error: message` above its `    at …` frames and a `Node.js vX` line
+    /// below) or a Python traceback (whose last line is the exception), else up to `n` last non-empty lines
+    /// joined by " | " (one line fits a status field and a log line).
+    pub fn reason(&self, n: usize) -> String {
         let bytes: Vec<u8> = self.bytes.iter().copied().collect();
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text
+        let mut lines: Vec<&str> = text
             .lines()
             .map(str::trim_end)
             .filter(|l| !l.is_empty())
             .collect();
+        if lines.last().is_some_and(|l| l.starts_with("Node.js v")) {
+            lines.pop();
+        }
+        let frames = lines.iter().rev().take_while(|l| is_js_frame(l)).count();
+        if frames > 0 && frames < lines.len() {
+            return lines[lines.len() - frames - 1].trim().to_owned();
+        }
+        if lines
+            .iter()
+            .any(|l| l.starts_with("Traceback (most recent call last)"))
+        {
+            return lines
+                .last()
+                .map_or_else(String::new, |l| l.trim().to_owned());
+        }
         lines[lines.len().saturating_sub(n)..].join(" | ")
     }
+}
+
+/// A line of a JavaScript stack: `    at fn (file:line:col)`, or the `    ... N lines matching` Node.js folds.
+fn is_js_frame(line: &str) -> bool {
+    let line = line.trim_start();
+    line.starts_with("at ") || (line.starts_with("... ") && line.contains("matching"))
 }
 
 /// Copies `src` (a child's stdout or stderr pipe) into `log` until end of file, one [`CHUNK`] at a time, and
@@ -413,15 +439,39 @@ mod tests {
     #[test]
     fn a_tail_keeps_the_last_lines_within_its_bound() {
         let mut tail = Tail::default();
-        assert_eq!(tail.last_lines(3), "");
+        assert_eq!(tail.reason(3), "");
         tail.push(b"one\ntwo\n\nthr");
         tail.push(b"ee\n");
-        assert_eq!(tail.last_lines(2), "two | three");
-        assert_eq!(tail.last_lines(9), "one | two | three");
+        assert_eq!(tail.reason(2), "two | three");
+        assert_eq!(tail.reason(9), "one | two | three");
         tail.push(&[b'x'; 5000]);
         tail.push(b"\nlast");
         assert_eq!(tail.bytes.len(), Tail::KEEP);
-        assert_eq!(tail.last_lines(1), "last");
+        assert_eq!(tail.reason(1), "last");
+    }
+
+    #[test]
+    fn a_reason_is_the_error_not_the_last_stack_frames() {
+        let node = "/srv/app.js:3\nthrow new Error('database unreachable');\n^\n\n\
+            Error: database unreachable\n    at Object.<anonymous> (/srv/app.js:3:7)\n\
+            at Module._compile (node:internal/modules/cjs/loader:1256:14)\n\
+            at node:internal/main/run_main_module:23:47\n\nNode.js v18.19.0\n";
+        let mut tail = Tail::default();
+        tail.push(node.as_bytes());
+        assert_eq!(tail.reason(5), "Error: database unreachable");
+
+        let python = "Traceback (most recent call last):\n  File \"app.py\", line 1, in <module>\n\
+            import nope\nModuleNotFoundError: No module named 'nope'\n";
+        let mut tail = Tail::default();
+        tail.push(python.as_bytes());
+        assert_eq!(
+            tail.reason(5),
+            "ModuleNotFoundError: No module named 'nope'"
+        );
+
+        let mut tail = Tail::default();
+        tail.push(b"sh: 1: nope: not found\nexiting\n");
+        assert_eq!(tail.reason(5), "sh: 1: nope: not found | exiting");
     }
 
     #[tokio::test]

@@ -406,7 +406,7 @@ impl Machine {
             "" => reason,
             _ => format!("{reason}; its stderr ended: {stderr}"),
         };
-        self.remember_exit(id, &inst, said(why.clone()), now);
+        self.remember_exit(id, &inst, &why, said(why.clone()), now);
         match inst.state {
             InstanceState::Starting if self.is_candidate(id) => {
                 self.abandon_reload(said(format!("new instance {id} {why} before ready")), now);
@@ -439,14 +439,23 @@ impl Machine {
         }
     }
 
-    /// Keeps the last [`EXITED_KEPT`] exits for the status: `Errored` unless rein retired it for no fault.
-    fn remember_exit(&mut self, id: InstanceId, inst: &Instance, why: String, now: Instant) {
+    /// Keeps the last [`EXITED_KEPT`] exits for the status: `Errored` unless rein retired it for no fault. A
+    /// retired instance's exit is what rein asked for: it says so, without what the process last said (that
+    /// would read as a failure).
+    fn remember_exit(
+        &mut self,
+        id: InstanceId,
+        inst: &Instance,
+        why: &str,
+        said: String,
+        now: Instant,
+    ) {
         let (state, reason) = match (inst.state, &inst.failed) {
             (InstanceState::Draining | InstanceState::Stopping, None) => {
-                (InstanceState::Stopped, why)
+                (InstanceState::Stopped, format!("retired by rein: {why}"))
             }
-            (_, Some(failure)) => (InstanceState::Errored, format!("{failure}, then {why}")),
-            _ => (InstanceState::Errored, why),
+            (_, Some(failure)) => (InstanceState::Errored, format!("{failure}, then {said}")),
+            _ => (InstanceState::Errored, said),
         };
         if self.exited.len() == EXITED_KEPT {
             self.exited.pop_front();

@@ -324,7 +324,7 @@ impl Runner {
             let stderr = stderr_tail
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .last_lines(STDERR_LINES);
+                .reason(STDERR_LINES);
             let (code, signal) = match status {
                 Ok(s) => {
                     use std::os::unix::process::ExitStatusExt;

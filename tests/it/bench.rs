@@ -210,7 +210,7 @@ fn gap_from_leaves_out_a_slow_start_but_not_a_later_outage() {
         }
     });
     let run = |extra: &[&str]| {
-        let mut args = vec!["http", "-d", "1", "-c", "1", "--json"];
+        let mut args = vec!["http", "-d", "1s", "-c", "1", "--json"];
         args.extend_from_slice(extra);
         let target = url(addr, "/");
         args.push(&target);

@@ -306,7 +306,7 @@ fn the_cli_lists_diffs_and_rolls_back() {
     assert_eq!(served_status(&rein), 200);
     let (code, _, err) = cli(&rein, &["config", "rollback", "42"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("History entry 42 doesn't exist."), "{err}");
+    assert!(err.contains("History entry 42 doesn't exist"), "{err}");
 }
 
 #[test]

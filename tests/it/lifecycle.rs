@@ -172,7 +172,7 @@ fn the_cli_reads_and_changes_a_running_server() {
 
     let (code, _, _) = cli(&["config", "delete", "listeners/127.0.0.1:0"], None);
     assert_eq!(code, Some(0));
-    let (code, out, _) = cli(&["status"], None);
+    let (code, out, _) = cli(&["status", "--json"], None);
     assert_eq!(code, Some(0));
     assert!(
         serde_json::from_str::<Value>(&out).unwrap()["requests"]["total"]

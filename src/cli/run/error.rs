@@ -32,6 +32,10 @@ pub(super) enum RunError {
     UserLookup { name: String, source: nix::Error },
     #[error("cannot start with this configuration: {0}")]
     Start(ChangeError),
+    #[error(
+        "cannot listen on {addr}, the default configuration's address: {detail}; choose another with `rein run --listen ADDR` (e.g. --listen 127.0.0.1:8081)"
+    )]
+    DefaultListener { addr: String, detail: String },
     #[error("cannot write the pid file {}: {source}", .path.display())]
     PidFile { path: PathBuf, source: io::Error },
 }

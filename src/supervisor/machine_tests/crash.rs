@@ -231,5 +231,5 @@ fn the_last_exits_are_kept_as_stopped_or_errored_with_why() {
     });
     let last = rig.status().exited.last().cloned().unwrap();
     assert_eq!((last.id, last.state), (id, InstanceState::Stopped));
-    assert_eq!(last.reason, "exited with code 0");
+    assert_eq!(last.reason, "retired by rein: exited with code 0");
 }

@@ -113,6 +113,52 @@ fn sighup_reloads_each_application_exactly_once() {
     assert_eq!(who(&get(addr, "/")).0, "a2");
 }
 
+/// SIGHUP with a `--config` that is refused (not JSON, or invalid) changes nothing: no application is reloaded
+/// either. A second SIGHUP with the file fixed then reloads the application once, so the generation counts the
+/// reloads the first SIGHUP did not start.
+#[test]
+fn sighup_with_a_refused_config_file_reloads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rein.json");
+    let good = json!({
+        "listeners": {"127.0.0.1:0": {"pass": "applications/a"}},
+        "applications": {"a": python_app("a1", &[], json!({}))},
+    });
+    std::fs::write(&file, good.to_string()).unwrap();
+    let path = file.display().to_string();
+    let rein = Rein::start_in(dir, &["--config", &path]);
+    rein.wait_ready();
+    let pids = wait_ready(&rein, "a", 1);
+    let gen0 = generation(&rein, "a");
+
+    for (n, bad) in [
+        "{\"listeners\": ",
+        r#"{"routes": [{"action": {"return": "x"}}]}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        std::fs::write(&file, bad).unwrap();
+        rein.signal(Signal::SIGHUP);
+        wait_for("the refusal logged", || {
+            rein.log_text().matches("no application reloaded").count() > n
+        });
+    }
+    std::fs::write(&file, good.to_string()).unwrap();
+    rein.signal(Signal::SIGHUP);
+    let mut st = Value::Null;
+    wait_for("the one reload settled", || {
+        st = status(&rein, "a");
+        st["last_reload"]["generation"].as_u64() >= Some(gen0 + 1) && st["state"] == "running"
+    });
+    assert_eq!(st["generation"].as_u64(), Some(gen0 + 1), "{st}");
+    assert_ne!(
+        wait_ready(&rein, "a", 1),
+        pids,
+        "replaced by the one reload"
+    );
+}
+
 /// Root's default state directory is the system's `/var/lib/rein`, as Unit keeps its state in its own system
 /// directory, not under `/root`; other users keep `~/.local/state/rein`.
 #[test]

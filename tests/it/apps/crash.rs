@@ -62,6 +62,16 @@ fn a_killed_instance_is_replaced() {
                 .any(|e| e["pid"] == pid && e["state"] == "stopped")
         });
     }
+    // A retired instance is no failure: its reason says so, without its last words on stderr.
+    for e in status(&rein, "py")["exited"].as_array().unwrap() {
+        if e["state"] == "stopped" {
+            let reason = e["reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.starts_with("retired by rein: ") && !reason.contains("stderr"),
+                "{e}"
+            );
+        }
+    }
     let now = wait_ready(&rein, "py", 2);
     let mut seen = BTreeSet::new();
     wait_for("both instances answer", || {
