@@ -10,6 +10,7 @@ mod certificates;
 mod conn;
 mod guard;
 mod reserve;
+mod routes;
 pub(crate) mod token;
 mod unix_socket;
 
