@@ -158,39 +158,7 @@ pub(super) async fn status(call: Call) -> Response<Body> {
 }
 
 async fn status_json(engine: &Engine) -> Value {
-    let server = engine.server();
-    let shared = server.shared();
-    let mut doc = shared.counters.to_json(shared.admission.refused());
-    let listeners: serde_json::Map<String, Value> = server
-        .bound_addresses()
-        .await
-        .into_iter()
-        .map(|(name, addr)| (name, json!({"address": addr})))
-        .collect();
-    doc["listeners"] = Value::Object(listeners);
-    doc["upstreams"] = server.shared().current.load().upstreams.status_json();
-    doc["applications"] = server
-        .supervisor()
-        .map_or_else(|| json!({}), |s| s.status_json());
-    doc["certificates"] = server.shared().acme.status_json();
-    doc["config"] = json!({"generation": engine.generation().await});
-    // rein runs Python and PHP through its own adapter and PHP-FPM, not loaded modules: Unit's object, empty.
-    doc["modules"] = json!({});
-    without_nulls(&mut doc);
-    doc
-}
-
-/// Drops the members whose value is unknown (`null`) rather than answer `null` where a reader written for Unit
-/// expects an object or a number: an absent member reads as absent in every client.
-fn without_nulls(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(without_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(without_nulls),
-        _ => {}
-    }
+    crate::stats::status::to_json(&crate::stats::status(engine).await)
 }
 
 pub(super) fn edit_error(e: EditError) -> Response<Body> {

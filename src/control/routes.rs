@@ -45,6 +45,7 @@ const ROUTES: &[Route] = &[
     }),
     route("control", GET, |c| Box::pin(api::control(c))),
     route("status", GET, |c| Box::pin(api::status(c))),
+    route("metrics", GET, |c| Box::pin(super::metrics::handle(c))),
 ];
 
 const fn route(
