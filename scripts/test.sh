@@ -20,6 +20,8 @@ command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=
 command -v unshare >/dev/null || packages+=(util-linux)
 # curl: the HTTPS and HTTP/2 tests drive rein with it (--http2, --resolve, --limit-rate).
 command -v curl >/dev/null || packages+=(curl)
+# promtool and prometheus: the metrics tests check rein's exposition and scrape it with a real Prometheus.
+{ command -v promtool && command -v prometheus; } >/dev/null || packages+=(prometheus)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""

@@ -14,6 +14,7 @@ mod hostile;
 mod http;
 mod http2;
 mod lifecycle;
+mod metrics;
 mod php;
 mod process;
 mod proxy;
