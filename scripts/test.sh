@@ -27,6 +27,8 @@ command -v chromium >/dev/null || packages+=(chromium)
 command -v chromedriver >/dev/null || packages+=(chromium-driver)
 # systemd-analyze: the service test verifies dist/rein.service.
 command -v systemd-analyze >/dev/null || packages+=(systemd)
+# promtool and prometheus: the metrics tests check rein's exposition and scrape it with a real Prometheus.
+{ command -v promtool && command -v prometheus; } >/dev/null || packages+=(prometheus)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""

@@ -90,6 +90,8 @@ struct Current {
     doc: Value,
     etag: String,
     generation: u64,
+    /// When the document was last applied, in seconds since the epoch.
+    changed_at: Option<f64>,
     certs: Certificates,
     history: History,
 }
@@ -128,6 +130,7 @@ impl Engine {
                 etag: etag(&Value::Object(Default::default())),
                 doc: Value::Object(Default::default()),
                 generation: 0,
+                changed_at: None,
                 certs,
                 history,
             }),
@@ -163,8 +166,10 @@ impl Engine {
         (f(&current.doc), current.etag.clone())
     }
 
-    pub async fn generation(&self) -> u64 {
-        self.current.lock().await.generation
+    /// The generation, and when the document was last applied (seconds since the epoch).
+    pub(crate) async fn generation_and_change(&self) -> (u64, Option<f64>) {
+        let current = self.current.lock().await;
+        (current.generation, current.changed_at)
     }
 
     /// The recorded history, oldest first: the newest entry is the running document.
@@ -248,6 +253,10 @@ impl Engine {
         current.history.record(&doc, &tag, source);
         current.doc = doc;
         current.generation += 1;
+        current.changed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs_f64());
         tracing::info!(generation = current.generation, "configuration applied");
         self.server.shared().acme.changed();
         // The lock is let go first: reading the configuration does not wait for the applications.
@@ -278,6 +287,11 @@ impl Engine {
     /// Unit's `/certificates` object.
     pub async fn certificates(&self) -> Value {
         self.current.lock().await.certs.describe()
+    }
+
+    /// Each stored bundle's leaf expiry, in seconds since the epoch, by name.
+    pub(crate) async fn certificate_expiry(&self) -> Vec<(String, i64)> {
+        self.current.lock().await.certs.expiry()
     }
 
     /// The bundle stored under `name` (an issued or uploaded one, never an ACME placeholder).

@@ -32,6 +32,7 @@ pub(crate) mod server;
 pub(crate) mod share;
 pub(crate) mod snapshot;
 pub(crate) mod state;
+pub(crate) mod stats;
 pub(crate) mod supervisor;
 pub(crate) mod tls;
 pub(crate) mod upstream;

@@ -67,6 +67,8 @@ pub struct Listener {
     pub tls: Option<crate::tls::ListenerTls>,
     /// HTTP/2 with prior knowledge (h2c) beside HTTP/1.1 on a plain listener.
     pub h2c: bool,
+    /// Its counters, kept by name across changes.
+    pub stats: Arc<crate::stats::counters::ListenerStats>,
 }
 
 /// A `pass` destination.
@@ -109,6 +111,8 @@ pub enum ActionKind {
     Share(Box<Share>),
     Proxy(String),
     FastCgi(Box<FastCgi>),
+    /// rein's `metrics`: the Prometheus text of `GET /metrics`, on a listener.
+    Metrics,
 }
 
 /// The `fastcgi` action.

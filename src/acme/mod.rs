@@ -17,11 +17,11 @@ mod schedule;
 mod status;
 mod task;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use http::Response;
-use serde_json::Value;
 use tokio::sync::Notify;
 
 pub use config::AcmeConf;
@@ -30,6 +30,7 @@ pub use task::spawn;
 
 use crate::body::Body;
 use crate::request::RequestInfo;
+use crate::stats::snapshot::CertificateStatus;
 
 /// What the ACME task shares with the server: the challenges to answer, the status to show, and a nudge when
 /// the configuration changed.
@@ -48,8 +49,8 @@ impl Acme {
     }
 
     /// `/status`'s `certificates`: each ACME bundle's state.
-    pub fn status_json(&self) -> Value {
-        self.board.to_json()
+    pub(crate) fn status(&self) -> BTreeMap<String, CertificateStatus> {
+        self.board.status()
     }
 
     /// Tells the task to look at the configuration and the store again (a change may add, drop or rename

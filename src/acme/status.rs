@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use crate::stats::snapshot::CertificateStatus;
 
 /// Where a bundle stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,17 +42,17 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn to_json(&self) -> Value {
+    fn status(&self) -> CertificateStatus {
         let date = |t: &Option<i64>| t.map(crate::tls::date);
-        json!({
-            "managed": "acme",
-            "state": self.state.as_str(),
-            "names": self.names,
-            "expires": date(&self.expires),
-            "next_renewal": date(&self.next_renewal),
-            "last_issued": date(&self.last_issued),
-            "last_error": self.last_error,
-        })
+        CertificateStatus {
+            managed: "acme",
+            state: self.state.as_str(),
+            names: self.names.clone(),
+            expires: date(&self.expires),
+            next_renewal: date(&self.next_renewal),
+            last_issued: date(&self.last_issued),
+            last_error: self.last_error.clone(),
+        }
     }
 }
 
@@ -77,12 +77,10 @@ impl Board {
         self.lock().retain(|name, _| keep(name));
     }
 
-    pub fn to_json(&self) -> Value {
-        Value::Object(
-            self.lock()
-                .iter()
-                .map(|(name, e)| (name.clone(), e.to_json()))
-                .collect(),
-        )
+    pub(crate) fn status(&self) -> BTreeMap<String, CertificateStatus> {
+        self.lock()
+            .iter()
+            .map(|(name, e)| (name.clone(), e.status()))
+            .collect()
     }
 }

@@ -37,6 +37,7 @@ impl Compiled {
             .into_iter()
             .map(|(name, l)| {
                 let listener = Listener {
+                    stats: crate::stats::registry().listener(&name),
                     name,
                     pass: l.pass,
                     backlog: l.backlog,

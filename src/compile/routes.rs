@@ -23,6 +23,7 @@ use crate::vars::Template;
 pub type Passes = Vec<(Pass, JsonPath, bool)>;
 
 const ACTION_KEYS: &[&str] = &[
+    "metrics",
     "pass",
     "share",
     "proxy",
@@ -107,7 +108,7 @@ fn step(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Step, ConfigE
 pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action, ConfigError> {
     let map = object(v, path)?;
     known_keys(map, ACTION_KEYS, path)?;
-    let present: Vec<&str> = ["pass", "share", "proxy", "fastcgi", "return"]
+    let present: Vec<&str> = ["pass", "share", "proxy", "fastcgi", "return", "metrics"]
         .into_iter()
         .filter(|k| map.contains_key(*k))
         .collect();
@@ -136,9 +137,17 @@ pub fn action(v: &Value, path: &JsonPath, passes: &mut Passes) -> Result<Action,
             ActionKind::FastCgi(Box::new(fcgi))
         }
         ["return"] => return_action(map, path)?,
+        ["metrics"] => {
+            let mpath = path.key("metrics");
+            if let Some(k) = object(&map["metrics"], &mpath)?.keys().next() {
+                return Err(mpath.key(k).error("unknown option; \"metrics\" takes none"));
+            }
+            ActionKind::Metrics
+        }
         [] => {
-            return Err(path
-                .error("needs one of \"pass\", \"share\", \"proxy\", \"fastcgi\" or \"return\""));
+            return Err(path.error(
+                "needs one of \"pass\", \"share\", \"proxy\", \"fastcgi\", \"return\" or \"metrics\"",
+            ));
         }
         _ => return Err(path.error(format!("has more than one of {}", present.join(", ")))),
     };

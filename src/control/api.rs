@@ -8,6 +8,7 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
 use super::conn::RequestBody as Incoming;
+use super::routes::Call;
 use crate::body::{self, Body};
 use crate::config::pointer::{self, EditError};
 use crate::engine::{ChangeError, ChangeOptions, Changed, Engine};
@@ -15,31 +16,15 @@ use crate::engine::{ChangeError, ChangeOptions, Changed, Engine};
 /// The largest document the API takes in one request.
 const MAX_DOCUMENT: usize = 16 * 1024 * 1024;
 
-pub async fn handle(req: Request<Incoming>, engine: &Engine) -> Response<Body> {
-    let path = req.uri().path().to_owned();
-    let (section, rest) = match path.trim_start_matches('/').split_once('/') {
-        Some((s, r)) => (s.to_owned(), r.to_owned()),
-        None => (path.trim_start_matches('/').to_owned(), String::new()),
-    };
-    match (section.as_str(), req.method()) {
-        ("config", _) => config(req, &rest, engine).await,
-        ("certificates", _) => super::certificates::handle(req, &rest, engine).await,
-        ("history", _) => super::history::handle(req, &rest, engine).await,
-        ("control", &Method::GET) => control(&rest, engine).await,
-        ("status", &Method::GET) => status(&rest, engine).await,
-        ("", &Method::GET) => {
-            let (doc, etag) = engine.read(Value::clone).await;
-            let status = status_json(engine).await;
-            with_etag(
-                answer(StatusCode::OK, &json!({"config": doc, "status": status})),
-                &etag,
-            )
-        }
-        ("status" | "control" | "", _) => {
-            fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None)
-        }
-        _ => fail(StatusCode::NOT_FOUND, "Invalid path.", None),
-    }
+/// `GET /`: the document and the status together.
+pub(super) async fn root(call: Call) -> Response<Body> {
+    let engine = &call.engine;
+    let (doc, etag) = engine.read(Value::clone).await;
+    let status = status_json(engine).await;
+    with_etag(
+        answer(StatusCode::OK, &json!({"config": doc, "status": status})),
+        &etag,
+    )
 }
 
 /// Every `If-Match` field line as one list: RFC 9110 §5.3 lets a client split a list over several lines, so
@@ -52,8 +37,10 @@ pub(super) fn if_match(headers: &http::HeaderMap) -> Option<String> {
     Some(values.join(", "))
 }
 
-async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response<Body> {
-    let segs = match pointer::segments(rest) {
+pub(super) async fn config(call: Call) -> Response<Body> {
+    let Call { req, rest, engine } = call;
+    let engine = &*engine;
+    let segs = match pointer::segments(&rest) {
         Ok(s) => s,
         Err(e) => return edit_error(e),
     };
@@ -117,7 +104,8 @@ async fn config(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response
 }
 
 /// Unit's `GET /control/applications/NAME/restart`: a rolling reload, answered when it is done.
-async fn control(rest: &str, engine: &Engine) -> Response<Body> {
+pub(super) async fn control(call: Call) -> Response<Body> {
+    let (rest, engine) = (&call.rest, &call.engine);
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     let ["applications", name, "restart"] = segs.as_slice() else {
         return fail(StatusCode::NOT_FOUND, "Invalid path.", None);
@@ -157,9 +145,9 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
     })
 }
 
-async fn status(rest: &str, engine: &Engine) -> Response<Body> {
-    let doc = status_json(engine).await;
-    let segs = match pointer::segments(rest) {
+pub(super) async fn status(call: Call) -> Response<Body> {
+    let doc = status_json(&call.engine).await;
+    let segs = match pointer::segments(&call.rest) {
         Ok(s) => s,
         Err(e) => return edit_error(e),
     };
@@ -170,39 +158,7 @@ async fn status(rest: &str, engine: &Engine) -> Response<Body> {
 }
 
 async fn status_json(engine: &Engine) -> Value {
-    let server = engine.server();
-    let shared = server.shared();
-    let mut doc = shared.counters.to_json(shared.admission.refused());
-    let listeners: serde_json::Map<String, Value> = server
-        .bound_addresses()
-        .await
-        .into_iter()
-        .map(|(name, addr)| (name, json!({"address": addr})))
-        .collect();
-    doc["listeners"] = Value::Object(listeners);
-    doc["upstreams"] = server.shared().current.load().upstreams.status_json();
-    doc["applications"] = server
-        .supervisor()
-        .map_or_else(|| json!({}), |s| s.status_json());
-    doc["certificates"] = server.shared().acme.status_json();
-    doc["config"] = json!({"generation": engine.generation().await});
-    // rein runs Python and PHP through its own adapter and PHP-FPM, not loaded modules: Unit's object, empty.
-    doc["modules"] = json!({});
-    without_nulls(&mut doc);
-    doc
-}
-
-/// Drops the members whose value is unknown (`null`) rather than answer `null` where a reader written for Unit
-/// expects an object or a number: an absent member reads as absent in every client.
-fn without_nulls(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(without_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(without_nulls),
-        _ => {}
-    }
+    crate::stats::status::to_json(&crate::stats::status(engine).await)
 }
 
 pub(super) fn edit_error(e: EditError) -> Response<Body> {

@@ -2,19 +2,20 @@
 //! `GET /certificates[/NAME[/...]]` describes them (never the key), `DELETE /certificates/NAME` removes one no
 //! listener names. Answers and error texts are Unit's.
 
-use super::conn::RequestBody as Incoming;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use serde_json::json;
 
 use super::api::{answer, edit_error, fail};
+use super::routes::Call;
 use crate::body::Body;
 use crate::config::pointer;
-use crate::engine::{CertError, Engine};
+use crate::engine::CertError;
 use crate::tls::MAX_BUNDLE;
 
-pub async fn handle(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response<Body> {
-    let segs = match pointer::segments(rest) {
+pub(super) async fn handle(call: Call) -> Response<Body> {
+    let Call { req, rest, engine } = call;
+    let segs = match pointer::segments(&rest) {
         Ok(s) => s,
         Err(e) => return edit_error(e),
     };

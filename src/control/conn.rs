@@ -22,8 +22,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioTimer;
 use tokio::time::Sleep;
 
-use super::api;
 use super::guard::{Guard, Refusal};
+use super::{api, routes};
 use crate::body::Body;
 use crate::engine::Engine;
 
@@ -56,7 +56,7 @@ where
         async move {
             let response = match refused {
                 Some(refusal) => refuse(refusal),
-                None => api::handle(req.map(RequestBody::new), &engine).await,
+                None => routes::dispatch(req.map(RequestBody::new), engine).await,
             };
             Ok::<_, Infallible>(response)
         }

@@ -11,11 +11,14 @@ use serde_json::{Value, json};
 
 use super::api::{answer, change_error, fail, if_match, with_etag};
 use super::conn::RequestBody as Incoming;
+use super::routes::Call;
 use crate::body::Body;
 use crate::engine::{ChangeOptions, Changed, Engine};
 use crate::history::{Source, diff};
 
-pub(super) async fn handle(req: Request<Incoming>, rest: &str, engine: &Engine) -> Response<Body> {
+pub(super) async fn handle(call: Call) -> Response<Body> {
+    let Call { req, rest, engine } = call;
+    let engine = engine.as_ref();
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     let method = req.method().clone();
     let is_get = method == Method::GET;

@@ -11,7 +11,10 @@ mod conn;
 mod guard;
 mod history;
 mod invalid;
+mod metrics;
+pub(crate) use metrics::exposition;
 mod reserve;
+mod routes;
 pub(crate) mod token;
 mod unix_socket;
 
@@ -102,6 +105,8 @@ impl ControlListener {
 
     /// Serves the API until `stop` fires; a Unix socket's file is removed then.
     pub(crate) async fn serve(self, engine: Arc<Engine>, stop: CancellationToken) {
+        // A listener's `metrics` action reads what `GET /metrics` does, from the same engine.
+        let _ = engine.server().shared().engine.set(Arc::downgrade(&engine));
         let reserve = Reserve::new();
         loop {
             let accepted = tokio::select! {

@@ -103,6 +103,9 @@ where
         let Some(slot) = wait_for_server(upstream, plan.client, &excluded, limit).await else {
             break;
         };
+        if retrying {
+            upstream.stats.retried();
+        }
         let server = slot.server.clone();
         let failed = match attempt(slot, body.take()).await {
             Ok(answer) => return Ok(answer),

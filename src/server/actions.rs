@@ -24,6 +24,7 @@ use crate::proxy;
 use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
 use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
+use crate::stats::counters::TargetStats;
 use crate::upstream::Upstream;
 use crate::uri_escape;
 use crate::vars::VarContext;
@@ -54,6 +55,9 @@ pub struct Ctx<'a> {
     /// The client side of a protocol upgrade, for a proxied WebSocket.
     pub upgrade: Option<OnUpgrade>,
     pub state: &'a Arc<ConnState>,
+    pub shared: &'a super::Shared,
+    /// The counters of the upstream or application the request was handed to, if any.
+    pub target: Option<Arc<TargetStats>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -176,6 +180,7 @@ impl<'a> Ctx<'a> {
                 None => Answer::Own(error(StatusCode::BAD_GATEWAY)),
             },
             ActionKind::FastCgi(fcgi) => Answer::Own(Box::pin(self.fastcgi_action(fcgi)).await),
+            ActionKind::Metrics => Answer::Own(Box::pin(self.metrics()).await),
         }
     }
 
@@ -266,6 +271,7 @@ impl<'a> Ctx<'a> {
 
     /// Forwards the request, body and all, to `upstream`.
     async fn proxy(&mut self, upstream: &Arc<Upstream>) -> Response<Body> {
+        self.target = Some(upstream.stats.clone());
         let out = proxy::Outgoing {
             request: self.request,
             body: self.body.take(),
@@ -274,6 +280,25 @@ impl<'a> Ctx<'a> {
             state: self.state,
         };
         proxy::forward(upstream, out).await
+    }
+
+    /// The `metrics` action: what the control API's `GET /metrics` shows, to `GET` and `HEAD`.
+    async fn metrics(&mut self) -> Response<Body> {
+        if let Err(status) = self.drain().await {
+            return error(status);
+        }
+        let method = &self.request.method;
+        if *method != Method::GET && *method != Method::HEAD {
+            let mut r = error(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let Some(engine) = self.shared.engine.get().and_then(std::sync::Weak::upgrade) else {
+            return error(StatusCode::SERVICE_UNAVAILABLE);
+        };
+        let metrics = crate::stats::metrics(&engine).await;
+        crate::control::exposition(crate::stats::prometheus::render(&metrics))
     }
 
     /// An application this server does not run (no supervisor).

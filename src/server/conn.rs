@@ -19,6 +19,7 @@ use super::coalesce;
 use super::handler;
 use super::timeouts::{ConnState, TimedIo, Timeouts, Timing};
 use crate::snapshot::{Http2Settings, ListenAddr};
+use crate::stats::counters::ListenerStats;
 
 /// The largest HTTP/2 flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
@@ -87,6 +88,8 @@ pub struct ConnInfo {
     /// HTTP/2 (or h2c, which may become HTTP/2): requests share the connection.
     pub multiplexed: bool,
     pub state: Arc<ConnState>,
+    /// The listener's counters; `None` if it was removed as the connection arrived.
+    pub stats: Option<Arc<ListenerStats>>,
     /// The configuration to finish on once the listener is removed.
     pub last: Arc<std::sync::OnceLock<Arc<super::Published>>>,
 }
@@ -130,7 +133,7 @@ pub async fn start<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stop = drain.stop;
-    let (tls, h2c, timeouts, http2, max_head) = {
+    let (tls, h2c, timeouts, http2, max_head, stats) = {
         let current = shared.current.load();
         let settings = &current.snapshot.settings;
         let l = current.snapshot.listeners.get(&listener);
@@ -140,7 +143,16 @@ pub async fn start<S>(
             Timeouts::from(settings),
             settings.http2.clone(),
             settings.max_head(),
+            l.map(|l| l.stats.clone()),
         )
+    };
+    if let Some(stats) = &stats {
+        stats.accepted();
+    }
+    let handshaken = |completed: bool| {
+        if let Some(stats) = &stats {
+            stats.handshake(completed);
+        }
     };
     // Limits, like timeouts, are those in force when the connection arrived, as in Unit.
     let limits = Limits {
@@ -155,6 +167,7 @@ pub async fn start<S>(
         scheme,
         multiplexed: protocol != Protocol::Http1,
         state: Arc::default(),
+        stats: stats.clone(),
         last: drain.last.clone(),
     };
     let Some(config) = tls else {
@@ -183,6 +196,7 @@ pub async fn start<S>(
     // would keep room for a second copy in this future.
     let served = match handshake.await {
         Ok(Ok(stream)) => {
+            handshaken(true);
             let protocol = match stream.get_ref().1.alpn_protocol() {
                 Some(b"h2") => Protocol::Http2,
                 // An ACME CA's TLS-ALPN-01 validation: the handshake was the whole exchange (RFC 8737 §3).
@@ -193,10 +207,12 @@ pub async fn start<S>(
             serve(stream, info, protocol, limits, shared, stop)
         }
         Ok(Err(e)) => {
+            handshaken(false);
             tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
             return;
         }
         Err(_) => {
+            handshaken(false);
             tracing::debug!(remote = ?peer.remote, "TLS handshake timed out");
             return;
         }

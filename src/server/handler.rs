@@ -12,11 +12,12 @@ use hyper::upgrade::OnUpgrade;
 
 use super::conn::ConnInfo;
 use super::request_body::{BodyClock, RequestBody};
-use super::tracked::{Books, Tracked};
+use super::tracked::{Books, Meter, Tracked};
 use super::validate;
 use super::{Published, Shared, actions};
 use crate::body::Body;
 use crate::request::RequestInfo;
+use crate::stats::counters::TargetStats;
 
 pub async fn handle(
     req: Request<Incoming>,
@@ -42,21 +43,27 @@ pub async fn handle(
     });
     let (mut request, target_error) =
         RequestInfo::from_parts(&mut parts, info.scheme, info.remote, info.local);
-    let response = match (checked, target_error) {
+    let (response, target) = match (checked, target_error) {
         (Err((status, why)), _) => {
             tracing::debug!(%status, why, "rejected request");
-            closing(actions::error(status))
+            (closing(actions::error(status)), None)
         }
         (Ok(()), Some(e)) => {
             tracing::debug!(error = %e, "rejected request target");
-            closing(actions::error(StatusCode::BAD_REQUEST))
+            (closing(actions::error(StatusCode::BAD_REQUEST)), None)
         }
         (Ok(()), None) => {
             let upgrade = parts.extensions.remove::<OnUpgrade>();
             route(&published, &mut request, body, upgrade, &info, &shared).await
         }
     };
-    finish(response, request, &published, books, started, wall)
+    let meter = Meter {
+        listener: info.stats.clone(),
+        target,
+        status: response.status().as_u16(),
+        started,
+    };
+    finish(response, request, &published, (books, meter), wall)
 }
 
 async fn route(
@@ -66,23 +73,26 @@ async fn route(
     upgrade: Option<OnUpgrade>,
     info: &ConnInfo,
     shared: &Shared,
-) -> Response<Body> {
+) -> (Response<Body>, Option<Arc<TargetStats>>) {
     // The CA validating an ACME certificate asks over plain HTTP, whatever the routes say.
     if request.scheme == "http"
         && let Some(answer) = shared.acme.answer(request)
     {
-        return answer;
+        return (answer, None);
     }
     let settings = &published.snapshot.settings;
     if settings.discard_unsafe_fields {
         validate::discard_unsafe_fields(&mut request.headers);
     }
     if declared_length(request).is_some_and(|n| n > settings.max_body_size) {
-        return closing(actions::error(StatusCode::PAYLOAD_TOO_LARGE));
+        return (closing(actions::error(StatusCode::PAYLOAD_TOO_LARGE)), None);
     }
     let Some(listener) = published.snapshot.listeners.get(&info.listener) else {
         // The listener was removed while this connection was open: it is draining.
-        return closing(actions::error(StatusCode::SERVICE_UNAVAILABLE));
+        return (
+            closing(actions::error(StatusCode::SERVICE_UNAVAILABLE)),
+            None,
+        );
     };
     if let Some(forwarded) = &listener.forwarded {
         forwarded.apply(request);
@@ -95,11 +105,14 @@ async fn route(
     let mut ctx = actions::Ctx {
         published,
         request,
-        body: Some(RequestBody::new(body, clock)),
+        body: Some(RequestBody::new(body, clock, info.stats.clone())),
         upgrade,
         state: &info.state,
+        shared,
+        target: None,
     };
-    ctx.run(&listener.pass).await
+    let response = ctx.run(&listener.pass).await;
+    (response, ctx.target)
 }
 
 fn declared_length(request: &RequestInfo) -> Option<u64> {
@@ -126,8 +139,7 @@ fn finish(
     mut response: Response<Body>,
     request: RequestInfo,
     published: &Arc<Published>,
-    books: Books,
-    started: Instant,
+    (books, meter): (Books, Meter),
     wall: SystemTime,
 ) -> Response<Body> {
     let server = if published.snapshot.settings.server_version {
@@ -152,11 +164,11 @@ fn finish(
             published: published.clone(),
             request,
             status: response.status().as_u16(),
-            started,
+            started: meter.started,
             wall,
         });
     let (parts, body) = response.into_parts();
-    let body = Tracked::new(body, books, log);
+    let body = Tracked::new(body, books, meter, log);
     Response::from_parts(parts, Body::new(body))
 }
 

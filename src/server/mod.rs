@@ -54,6 +54,8 @@ pub struct Shared {
     pub admission: admission::Admission,
     /// The ACME task's challenges (answered on plain-HTTP listeners) and status.
     pub acme: Arc<crate::acme::Acme>,
+    /// The engine serving this server, for a `metrics` action (set once the control API serves it).
+    pub engine: std::sync::OnceLock<std::sync::Weak<crate::engine::Engine>>,
 }
 
 struct Running {
@@ -104,6 +106,7 @@ impl Server {
                 counters: Counters::default(),
                 admission: Default::default(),
                 acme: Arc::default(),
+                engine: std::sync::OnceLock::new(),
             }),
             listeners: Mutex::new(BTreeMap::new()),
             conns: TaskTracker::new(),

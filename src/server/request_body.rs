@@ -7,6 +7,7 @@
 //! every few seconds would otherwise hold its request, and what it holds upstream, forever.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
+
+use crate::stats::counters::ListenerStats;
 
 /// Why a request body could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -57,10 +60,12 @@ pub struct RequestBody {
     wait_began: Option<Instant>,
     /// Armed while a read waits: the earlier of the gap's end and the moment the rate falls short.
     timer: Option<Pin<Box<Sleep>>>,
+    /// The listener's counters, given the bytes received once the body is done with.
+    stats: Option<Arc<ListenerStats>>,
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming, clock: BodyClock) -> Self {
+    pub fn new(inner: Incoming, clock: BodyClock, stats: Option<Arc<ListenerStats>>) -> Self {
         RequestBody {
             inner,
             clock,
@@ -68,6 +73,7 @@ impl RequestBody {
             waited: Duration::ZERO,
             wait_began: None,
             timer: None,
+            stats,
         }
     }
 
@@ -111,6 +117,16 @@ impl RequestBody {
         match timer.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(why),
             Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        if let Some(stats) = &self.stats
+            && self.received > 0
+        {
+            stats.requests.received(self.received);
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::{Value, json};
+use crate::stats::snapshot::{Connections, Requests};
 
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -33,22 +33,21 @@ impl Counters {
         self.busy.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Unit's `/status` shape: `active` connections are handling a request, `idle` ones wait for the next;
-    /// `refused` (rein's) were closed on arrival for a connection limit.
-    pub fn to_json(&self, refused: u64) -> Value {
+    /// Connections and requests now; `refused` (counted by admission) were closed on arrival for a
+    /// connection limit.
+    pub(crate) fn snapshot(&self, refused: u64) -> (Connections, Requests) {
         let open = self.open.load(Ordering::Relaxed);
         let busy = self.busy.load(Ordering::Relaxed).min(open);
-        json!({
-            "connections": {
-                "accepted": self.accepted.load(Ordering::Relaxed),
-                "active": busy,
-                "idle": open - busy,
-                "closed": self.closed.load(Ordering::Relaxed),
-                "refused": refused,
-            },
-            "requests": {
-                "total": self.requests.load(Ordering::Relaxed),
-            },
-        })
+        let connections = Connections {
+            accepted: self.accepted.load(Ordering::Relaxed),
+            active: busy,
+            idle: open - busy,
+            closed: self.closed.load(Ordering::Relaxed),
+            refused,
+        };
+        let requests = Requests {
+            total: self.requests.load(Ordering::Relaxed),
+        };
+        (connections, requests)
     }
 }

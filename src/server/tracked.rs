@@ -15,6 +15,7 @@ use super::timeouts::{ConnState, InRequest};
 use super::{Published, Shared};
 use crate::body::Body;
 use crate::request::RequestInfo;
+use crate::stats::counters::{ListenerStats, TargetStats};
 use crate::vars::{ResponseInfo, VarContext};
 
 /// What the access log needs once the response is done.
@@ -51,18 +52,44 @@ impl Drop for Books {
     }
 }
 
+/// What the metrics count of a finished request, on its listener and its route target: the counters were
+/// reached when the connection arrived and when the request was routed, so finishing is a few atomic adds.
+pub struct Meter {
+    pub listener: Option<Arc<ListenerStats>>,
+    pub target: Option<Arc<TargetStats>>,
+    pub status: u16,
+    pub started: Instant,
+}
+
+impl Meter {
+    fn finished(&self, sent: u64) {
+        let took = self.started.elapsed();
+        for stats in [
+            self.listener.as_deref().map(|l| &l.requests),
+            self.target.as_deref().map(|t| &t.requests),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            stats.finished(self.status, took, sent);
+        }
+    }
+}
+
 pub struct Tracked {
     inner: Body,
     _books: Books,
+    meter: Meter,
     log: Option<Box<LogEntry>>,
     sent: u64,
 }
 
 impl Tracked {
-    pub fn new(inner: Body, books: Books, log: Option<LogEntry>) -> Self {
+    pub fn new(inner: Body, books: Books, meter: Meter, log: Option<LogEntry>) -> Self {
         Tracked {
             inner,
             _books: books,
+            meter,
             log: log.map(Box::new),
             sent: 0,
         }
@@ -97,6 +124,7 @@ impl HttpBody for Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
+        self.meter.finished(self.sent);
         if let Some(entry) = self.log.take() {
             write_log(*entry, self.sent);
         }

@@ -23,10 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{ConfigError, JsonPath};
+use crate::stats::snapshot::{
+    AppRequests, AppStatus as StatusOfApp, ExitedStatus, InstanceStatus, Processes, ReloadStatus,
+};
 use crate::upstream::balance::Balance;
 use crate::upstream::conf::UpstreamConf;
 use crate::upstream::{ServerState, Upstream};
@@ -345,24 +347,24 @@ impl Supervisor {
         let _ = tokio::time::timeout(deadline, futures_util::future::join_all(waits)).await;
     }
 
-    pub fn status_json(&self) -> Value {
+    /// Each application's state, instances and Unit's counts, by name.
+    pub(crate) fn status(&self) -> BTreeMap<String, StatusOfApp> {
         let apps = self.apps();
-        let out: serde_json::Map<String, Value> = apps
-            .iter()
+        apps.iter()
             .map(|(name, app)| {
                 let locked = app.view.lock().unwrap_or_else(|e| e.into_inner());
                 let queued = app.upstream.queued();
                 let (processes, in_flight) = unit_counts(&locked);
-                let mut view = view_json(&locked);
+                let mut status = view_status(&locked);
                 drop(locked);
-                view["queued"] = json!(queued);
-                // Unit's fields: a monitoring script written for Unit reads these.
-                view["processes"] = processes;
-                view["requests"] = json!({"active": in_flight + u64::from(queued)});
-                (name.clone(), view)
+                status.queued = queued;
+                status.processes = processes;
+                status.requests = AppRequests {
+                    active: in_flight + u64::from(queued),
+                };
+                (name.clone(), status)
             })
-            .collect();
-        Value::Object(out)
+            .collect()
     }
 }
 
@@ -429,9 +431,8 @@ fn upstream_conf(conf: &AppConf) -> UpstreamConf {
     u
 }
 
-/// Unit's `processes` object (`running` counts those serving or finishing their requests, `idle` the serving
-/// ones with none in flight) and the requests in flight to the instances.
-fn unit_counts(view: &AppView) -> (Value, u64) {
+/// Unit's `processes` counts and the requests in flight to the instances.
+fn unit_counts(view: &AppView) -> (Processes, u64) {
     let (mut running, mut starting, mut idle, mut in_flight) = (0u64, 0u64, 0u64, 0u64);
     for i in view.status.iter().flat_map(|s| &s.instances) {
         let active = view.servers.get(&i.id).map_or(0, |s| u64::from(s.active()));
@@ -447,34 +448,43 @@ fn unit_counts(view: &AppView) -> (Value, u64) {
             InstanceState::Stopping | InstanceState::Stopped | InstanceState::Errored => {}
         }
     }
-    let processes = json!({"running": running, "starting": starting, "idle": idle});
+    let processes = Processes {
+        running,
+        starting,
+        idle,
+    };
     (processes, in_flight)
 }
 
-fn view_json(view: &AppView) -> Value {
+fn view_status(view: &AppView) -> StatusOfApp {
     let Some(status) = &view.status else {
-        return json!({"instances": []});
+        return StatusOfApp::default();
     };
     let now = Instant::now();
-    let instances: Vec<Value> = status
+    let instances = status
         .instances
         .iter()
         .map(|i| {
             let server = view.servers.get(&i.id);
-            json!({
-                "id": i.id,
-                "pid": i.pid,
-                "state": state_name(i.state),
-                "generation": i.generation,
-                "uptime": view.started.get(&i.id).map(|s| now.duration_since(*s).as_secs_f64()),
-                "restarts": i.restarts,
-                "rss_bytes": i.pid.and_then(rss_bytes),
-                "requests": server.map(|s| s.requests()),
-                "in_flight": server.map(|s| s.active()),
-                "idle_connections": server.map(|s| s.idle_connections()),
-                "connections_opened": server.map(|s| s.connections_opened()),
-                "pipelined": server.map(|s| s.pipelined()),
-            })
+            let usage = i.pid.and_then(crate::stats::process::usage);
+            InstanceStatus {
+                id: i.id,
+                pid: i.pid,
+                state: state_name(i.state),
+                generation: i.generation,
+                uptime: view
+                    .started
+                    .get(&i.id)
+                    .map(|s| now.duration_since(*s).as_secs_f64()),
+                restarts: i.restarts,
+                rss_bytes: usage.map(|u| u.rss_bytes),
+                requests: server.map(|s| s.requests()),
+                in_flight: server.map(|s| s.active()),
+                idle_connections: server.map(|s| s.idle_connections()),
+                connections_opened: server.map(|s| s.connections_opened()),
+                pipelined: server.map(|s| s.pipelined()),
+                cpu_seconds: usage.map(|u| u.cpu_seconds),
+            }
         })
         .collect();
     // The counts of that very reload only (both are taken as it ends).
@@ -484,22 +494,42 @@ fn view_json(view: &AppView) -> Value {
             .as_ref()
             .is_some_and(|r| r.generation == c.generation)
     });
-    json!({
-        "generation": status.generation,
-        "state": if status.errored.is_some() { "errored" } else if status.reloading { "reloading" } else { "running" },
-        "errored": status.errored,
-        "instances": instances,
-        "exited": status.exited.iter().map(|e| json!({
-            "id": e.id, "pid": e.pid, "state": state_name(e.state), "generation": e.generation,
-            "reason": e.reason, "seconds_ago": now.duration_since(e.at).as_secs_f64(),
-        })).collect::<Vec<Value>>(),
-        "replacements": status.replacements,
-        "last_reload": status.last_reload.as_ref().map(|r| json!({
-            "ok": r.ok, "generation": r.generation, "seconds": r.took.as_secs_f64(), "reason": r.reason,
-            "requests_served": counts.map(|c| c.served),
-            "requests_failed": counts.map(|c| c.failed),
-        })),
-    })
+    let exited = status
+        .exited
+        .iter()
+        .map(|e| ExitedStatus {
+            id: e.id,
+            pid: e.pid,
+            state: state_name(e.state),
+            generation: e.generation,
+            reason: e.reason.clone(),
+            seconds_ago: now.duration_since(e.at).as_secs_f64(),
+        })
+        .collect();
+    let state = if status.errored.is_some() {
+        "errored"
+    } else if status.reloading {
+        "reloading"
+    } else {
+        "running"
+    };
+    StatusOfApp {
+        generation: Some(status.generation),
+        state: Some(state),
+        errored: status.errored.clone(),
+        instances,
+        exited: Some(exited),
+        replacements: Some(status.replacements),
+        last_reload: status.last_reload.as_ref().map(|r| ReloadStatus {
+            ok: r.ok,
+            generation: r.generation,
+            seconds: r.took.as_secs_f64(),
+            reason: r.reason.clone(),
+            requests_served: counts.map(|c| c.served),
+            requests_failed: counts.map(|c| c.failed),
+        }),
+        ..StatusOfApp::default()
+    }
 }
 
 fn state_name(state: InstanceState) -> &'static str {

@@ -19,11 +19,13 @@ use super::conf::{AppConf, AppKind, Scale};
 use super::logs::Tail;
 use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
+    TimerKind,
 };
 use super::php::{self, Launch};
 use super::spawn::{self, AppSocket, Output, SpawnSpec};
 use super::watch;
 use super::{AppView, Paths, ReloadCounts};
+use crate::stats::counters::{AppStats, RestartCause};
 use crate::upstream::conf::ServerAddr;
 use crate::upstream::{Member, ServerState, Upstream};
 
@@ -85,6 +87,8 @@ pub struct Runner {
     scaled_at: Instant,
     /// Watches the app's files (`watch`); dropped (stopped) with the runner or on a change of `watch`.
     watcher: Option<watch::Watcher>,
+    /// Restarts and reloads, for the metrics; kept by the app's name across changes.
+    stats: Arc<AppStats>,
 }
 
 pub fn policy(conf: &AppConf) -> Policy {
@@ -115,6 +119,7 @@ impl Runner {
         let (machine, effects) = Machine::new(policy(&conf), Instant::now());
         let target = conf.processes;
         let mut runner = Runner {
+            stats: crate::stats::registry().app(&name),
             name,
             conf,
             paths,
@@ -151,6 +156,7 @@ impl Runner {
         loop {
             tokio::select! {
                 Some(event) = events.recv() => {
+                    self.count_restart(&event);
                     let effects = self.machine.handle(event, Instant::now());
                     self.carry_out(effects);
                 }
@@ -167,6 +173,36 @@ impl Runner {
         if let Some(done) = done {
             let _ = done.send(());
         }
+    }
+
+    /// Counts an instance that fails (exits unasked, cannot start, is not ready in time): the machine starts
+    /// another in its place.
+    fn count_restart(&self, event: &Event) {
+        let state_of = |id: InstanceId| {
+            let status = self.machine.status(Instant::now());
+            status
+                .instances
+                .iter()
+                .find(|i| i.id == id)
+                .map(|i| i.state)
+        };
+        let cause = match event {
+            Event::SpawnFailed { .. } => RestartCause::SpawnFailed,
+            Event::Exited { id, .. }
+                if matches!(
+                    state_of(*id),
+                    Some(InstanceState::Starting | InstanceState::Ready)
+                ) =>
+            {
+                RestartCause::Exited
+            }
+            Event::Timer {
+                id,
+                kind: TimerKind::ReadyTimeout,
+            } if state_of(*id) == Some(InstanceState::Starting) => RestartCause::ReadyTimeout,
+            _ => return,
+        };
+        self.stats.restarted(cause);
     }
 
     fn command(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
@@ -481,6 +517,11 @@ impl Runner {
             if effects.is_empty() {
                 continue;
             }
+            let cause = match rss {
+                Some(_) => RestartCause::MemoryLimit,
+                None => RestartCause::RequestLimit,
+            };
+            self.stats.restarted(cause);
             if let Some((rss, limit)) = rss {
                 tracing::warn!(app = %self.name, instance = i.id, pid = i.pid, rss, limit, "memory limit exceeded: replacing the instance");
             } else if let Some((requests, limit)) = requests {
@@ -539,6 +580,7 @@ impl Runner {
     }
 
     fn reload_done(&mut self, report: ReloadReport) {
+        self.stats.reloaded(report.ok, report.took);
         // Counted here, at the reload's own end, not when the machine is next seen idle: a queued reload begins
         // in the same step as this one ends, and its counts would otherwise be folded into the next one's.
         let outcomes = self.upstream.outcomes();

@@ -48,6 +48,14 @@ impl Certificates {
         next
     }
 
+    /// Each bundle's leaf expiry, in seconds since the epoch.
+    pub(crate) fn expiry(&self) -> Vec<(String, i64)> {
+        self.bundles
+            .iter()
+            .map(|(name, b)| (name.clone(), b.not_after()))
+            .collect()
+    }
+
     /// Unit's `/certificates` object: each bundle's description by name.
     pub fn describe(&self) -> Value {
         Value::Object(

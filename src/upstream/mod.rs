@@ -25,10 +25,11 @@ use std::sync::{Arc, Mutex, Weak};
 use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::config::{ConfigError, JsonPath};
+use crate::stats::counters::TargetStats;
+use crate::stats::snapshot::{ServerStatus, UpstreamStatus};
 
 use balance::{Balancer, Candidate};
 use conf::{ServerAddr, UpstreamConf};
@@ -281,6 +282,8 @@ pub struct Upstream {
     /// Requests answered by a server, and requests rein had to answer with an error (502/503/504).
     answered: AtomicU64,
     failed: AtomicU64,
+    /// The counters of this route target, kept by its name across changes.
+    pub(crate) stats: Arc<TargetStats>,
 }
 
 impl Upstream {
@@ -294,13 +297,20 @@ impl Upstream {
         Self::build(name, conf, Vec::new(), true)
     }
 
+    /// A named upstream, counted in the metrics as the target `upstreams/NAME`.
+    fn named(name: &str, conf: UpstreamConf, members: Vec<Member>) -> Arc<Upstream> {
+        let label = format!("upstreams/{name}");
+        Self::build_with_lanes(name, &label, conf, members, false, crate::workers::count())
+    }
+
     fn build(name: &str, conf: UpstreamConf, members: Vec<Member>, dynamic: bool) -> Arc<Upstream> {
-        Self::build_with_lanes(name, conf, members, dynamic, crate::workers::count())
+        Self::build_with_lanes(name, name, conf, members, dynamic, crate::workers::count())
     }
 
     /// An upstream with one lane of waiting requests per `lanes` worker threads.
     pub(crate) fn build_with_lanes(
         name: &str,
+        label: &str,
         conf: UpstreamConf,
         members: Vec<Member>,
         dynamic: bool,
@@ -319,6 +329,7 @@ impl Upstream {
             retrying: Notify::new(),
             answered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            stats: crate::stats::registry().target(label),
         });
         if upstream.conf.active.is_some() {
             tokio::spawn(check::run(Arc::downgrade(&upstream)));
@@ -552,27 +563,28 @@ impl Upstream {
         }
     }
 
-    pub fn status_json(&self) -> Value {
+    /// Each server's state and counters, in the upstream's order.
+    pub(crate) fn status(&self) -> UpstreamStatus {
         let now = Instant::now();
-        let servers: serde_json::Map<String, Value> = self
+        let servers = self
             .members
             .load()
             .iter()
             .map(|m| {
                 let s = &m.state;
-                let entry = json!({
-                    "state": s.health().state_name(now),
-                    "active": s.active(),
-                    "idle_connections": s.idle_connections(),
-                    "connections_opened": s.connections_opened(),
-                    "pipelined": s.pipelined(),
-                    "requests": s.requests.load(Ordering::Relaxed),
-                    "failures": s.failures.load(Ordering::Relaxed),
-                });
+                let entry = ServerStatus {
+                    state: s.health().state_name(now),
+                    active: s.active(),
+                    idle_connections: s.idle_connections(),
+                    connections_opened: s.connections_opened(),
+                    pipelined: s.pipelined(),
+                    requests: s.requests.load(Ordering::Relaxed),
+                    failures: s.failures.load(Ordering::Relaxed),
+                };
                 (s.addr.to_string(), entry)
             })
             .collect();
-        json!({ "servers": servers })
+        UpstreamStatus { servers }
     }
 }
 
@@ -602,7 +614,7 @@ impl Upstreams {
             confs
                 .iter()
                 .map(|(name, conf)| {
-                    let upstream = reuse_or_create(old.get(name), name, conf, &mut roots)
+                    let upstream = reuse_or_create(old.get(name), name, section, conf, &mut roots)
                         .map_err(|e| e.at(&tls_path(section, name)))?;
                     Ok((name.clone(), upstream))
                 })
@@ -615,13 +627,12 @@ impl Upstreams {
         })
     }
 
-    pub fn status_json(&self) -> Value {
-        let named: serde_json::Map<String, Value> = self
-            .named
+    /// The named upstreams' state, by name.
+    pub(crate) fn status(&self) -> BTreeMap<String, UpstreamStatus> {
+        self.named
             .iter()
-            .map(|(n, u)| (n.clone(), u.status_json()))
-            .collect();
-        Value::Object(named)
+            .map(|(n, u)| (n.clone(), u.status()))
+            .collect()
     }
 }
 
@@ -637,6 +648,7 @@ fn tls_path(section: Option<&str>, name: &str) -> JsonPath {
 fn reuse_or_create(
     old: Option<&Arc<Upstream>>,
     name: &str,
+    section: Option<&str>,
     conf: &UpstreamConf,
     roots: &mut SystemRoots,
 ) -> Result<Arc<Upstream>, tls::SetupError> {
@@ -687,7 +699,10 @@ fn reuse_or_create(
             m.state.forget_probes();
         }
     }
-    Ok(Upstream::new(name, conf.clone(), members))
+    Ok(match section {
+        Some(_) => Upstream::named(name, conf.clone(), members),
+        None => Upstream::new(name, conf.clone(), members),
+    })
 }
 
 mod check;

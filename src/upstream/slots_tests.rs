@@ -107,7 +107,7 @@ fn two_single_slot_servers(lanes: usize) -> Arc<Upstream> {
     let mut conf = UpstreamConf::to_one(ServerAddr::parse("127.0.0.1:9").expect("an address"));
     conf.balance = super::balance::Balance::LeastConnections;
     conf.passive.failures = 0;
-    Upstream::build_with_lanes("t", conf, servers, true, lanes)
+    Upstream::build_with_lanes("t", "t", conf, servers, true, lanes)
 }
 
 #[test]

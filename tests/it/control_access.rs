@@ -213,7 +213,7 @@ fn the_cli_with_state_talks_to_tcp_control() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("401") && err.contains("control.token"),
+        err.contains("Unauthorized") && err.contains("control.token"),
         "{err}"
     );
     assert!(

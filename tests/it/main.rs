@@ -17,6 +17,7 @@ mod hostile;
 mod http;
 mod http2;
 mod lifecycle;
+mod metrics;
 mod php;
 mod process;
 mod proxy;

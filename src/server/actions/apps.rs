@@ -160,6 +160,7 @@ impl Ctx<'_> {
 
     /// Runs `script` on a FastCGI server of `upstream`, the request body streamed to it.
     async fn fastcgi(&mut self, upstream: &Arc<Upstream>, script: &Script) -> Response<Body> {
+        self.target = Some(upstream.stats.clone());
         let out = proxy::Outgoing {
             request: self.request,
             body: self.body.take(),
