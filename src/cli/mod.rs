@@ -59,6 +59,9 @@ enum Command {
     Reload {
         /// The application's name
         name: String,
+        /// Replace only this instance (its id in `rein status`), by a new one started beside it
+        #[arg(long)]
+        instance: Option<u64>,
         #[command(flatten)]
         control: ControlArgs,
     },
@@ -257,10 +260,18 @@ pub fn main() -> ExitCode {
         Command::Status { control, .. } => status(&control),
         Command::Config(cmd) => config(cmd),
         Command::Bench(args) => bench::run(args),
-        Command::Reload { name, control } => client::show(
-            &control.client(),
-            &format!("/control/applications/{}/restart", encode_segment(&name)),
-        ),
+        Command::Reload {
+            name,
+            instance,
+            control,
+        } => {
+            let app = format!("/control/applications/{}", encode_segment(&name));
+            let path = match instance {
+                Some(id) => format!("{app}/instances/{id}/restart"),
+                None => format!("{app}/restart"),
+            };
+            client::show(&control.client(), &path)
+        }
         Command::Logs {
             name,
             follow,

@@ -12,6 +12,7 @@ use super::routes::Call;
 use crate::body::{self, Body};
 use crate::config::pointer::{self, EditError};
 use crate::engine::{ChangeError, ChangeOptions, Changed, Engine};
+use crate::supervisor::Replaced;
 
 /// The largest document the API takes in one request.
 const MAX_DOCUMENT: usize = 16 * 1024 * 1024;
@@ -107,11 +108,15 @@ pub(super) async fn config(call: Call) -> Response<Body> {
 pub(super) async fn control(call: Call) -> Response<Body> {
     let (rest, engine) = (&call.rest, &call.engine);
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    let ["applications", name, "restart"] = segs.as_slice() else {
-        return fail(StatusCode::NOT_FOUND, "Invalid path.", None);
-    };
     let Some(supervisor) = engine.server().supervisor() else {
         return fail(StatusCode::NOT_FOUND, "Value doesn't exist.", None);
+    };
+    let name = match segs.as_slice() {
+        ["applications", name, "restart"] => *name,
+        ["applications", name, "instances", id, "restart"] => {
+            return restart_instance(supervisor, name, id).await;
+        }
+        _ => return fail(StatusCode::NOT_FOUND, "Invalid path.", None),
     };
     match supervisor.restart(name).await {
         None => fail(
@@ -124,6 +129,44 @@ pub(super) async fn control(call: Call) -> Response<Body> {
             StatusCode::INTERNAL_SERVER_ERROR,
             "Reload failed; the previous instances keep serving.",
             report.reason,
+        ),
+    }
+}
+
+/// rein's `GET /control/applications/NAME/instances/ID/restart`: one instance replaced by a new one started
+/// beside it, answered once the new one serves (capacity never drops, as for `limits`).
+async fn restart_instance(
+    supervisor: &crate::supervisor::Supervisor,
+    name: &str,
+    id: &str,
+) -> Response<Body> {
+    let no_instance = || {
+        let text = format!("Application \"{name}\" has no running instance {id}.");
+        fail(StatusCode::NOT_FOUND, &text, None)
+    };
+    let Ok(id) = id.parse::<u64>() else {
+        return no_instance();
+    };
+    match supervisor.replace(name, id).await {
+        None => fail(
+            StatusCode::NOT_FOUND,
+            &format!("Application \"{name}\" doesn't exist."),
+            None,
+        ),
+        Some(Replaced::Done { by }) => answer(
+            StatusCode::OK,
+            &json!({"success": "Ok", "replaced_by": by}),
+        ),
+        Some(Replaced::NoInstance) => no_instance(),
+        Some(Replaced::Busy) => fail(
+            StatusCode::CONFLICT,
+            "The instance cannot be replaced now.",
+            Some("it is not ready, or a reload, another replacement or a failed replacement's back-off is under way; try again".into()),
+        ),
+        Some(Replaced::Failed(reason)) => fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Restart failed; the instance keeps serving.",
+            Some(reason),
         ),
     }
 }

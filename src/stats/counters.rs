@@ -164,15 +164,18 @@ pub(crate) enum RestartCause {
     MemoryLimit,
     /// It was replaced for reaching `limits.requests`.
     RequestLimit,
+    /// It was replaced on request (`/control/applications/NAME/instances/ID/restart`).
+    Requested,
 }
 
 impl RestartCause {
-    pub(crate) const ALL: [RestartCause; 5] = [
+    pub(crate) const ALL: [RestartCause; 6] = [
         RestartCause::Exited,
         RestartCause::SpawnFailed,
         RestartCause::ReadyTimeout,
         RestartCause::MemoryLimit,
         RestartCause::RequestLimit,
+        RestartCause::Requested,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -182,6 +185,7 @@ impl RestartCause {
             RestartCause::ReadyTimeout => "ready_timeout",
             RestartCause::MemoryLimit => "memory_limit",
             RestartCause::RequestLimit => "request_limit",
+            RestartCause::Requested => "requested",
         }
     }
 }

@@ -34,6 +34,7 @@ use crate::upstream::conf::UpstreamConf;
 use crate::upstream::{ServerState, Upstream};
 use conf::{AppConf, AppKind};
 use machine::{AppStatus, InstanceId, InstanceState, ReloadReport};
+pub(crate) use runner::Replaced;
 use runner::{Command, Runner};
 
 /// Where the supervisor keeps one application's sockets and log, and the support files apps read.
@@ -330,6 +331,18 @@ impl Supervisor {
             app.commands.send(Command::Reload(Some(reply))).ok()?;
         }
         report.await.ok()
+    }
+
+    /// Replaces instance `id` of `name` by a new one started beside it; answers once the new one serves (or
+    /// failed, the old one serving on). `None` when there is no such application.
+    pub async fn replace(&self, name: &str, id: u64) -> Option<Replaced> {
+        let (reply, outcome) = oneshot::channel();
+        {
+            let apps = self.apps();
+            let app = apps.get(name)?;
+            app.commands.send(Command::Replace(id, reply)).ok()?;
+        }
+        outcome.await.ok()
     }
 
     /// Stops every application, waiting up to `deadline`.

@@ -36,8 +36,25 @@ pub enum Command {
     Update(Box<AppConf>, Option<oneshot::Sender<ReloadReport>>),
     /// A rolling reload; the report goes to the sender once it is done.
     Reload(Option<oneshot::Sender<ReloadReport>>),
+    /// Replace one instance by a new one started beside it (as for `limits`); the outcome goes to the sender
+    /// once the new instance serves and the old one is withdrawn, or the replacement failed.
+    Replace(InstanceId, oneshot::Sender<Replaced>),
     /// Stop every instance (gracefully) and end.
     Shutdown(oneshot::Sender<()>),
+}
+
+/// What became of a replacement asked for by [`Command::Replace`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replaced {
+    /// The new instance serves; the old one is draining and stopping.
+    Done { by: InstanceId },
+    /// The new instance failed; the old one keeps serving.
+    Failed(String),
+    /// No running instance has that id.
+    NoInstance,
+    /// The instance is not serving, or a reload, another replacement or a replacement's back-off is under
+    /// way: nothing was started.
+    Busy,
 }
 
 /// How often memory limits and scaling are looked at.
@@ -89,6 +106,8 @@ pub struct Runner {
     watcher: Option<watch::Watcher>,
     /// Restarts and reloads, for the metrics; kept by the app's name across changes.
     stats: Arc<AppStats>,
+    /// The replacement asked for through the API, and who waits for its outcome.
+    replacing: Option<(InstanceId, oneshot::Sender<Replaced>)>,
 }
 
 pub fn policy(conf: &AppConf) -> Policy {
@@ -136,6 +155,7 @@ impl Runner {
             target,
             scaled_at: Instant::now(),
             watcher: None,
+            replacing: None,
         };
         runner.start_watching();
         tokio::spawn(async move {
@@ -205,6 +225,24 @@ impl Runner {
         self.stats.restarted(cause);
     }
 
+    /// Starts the replacement of instance `id` asked for through the API; the machine refuses it (no effects)
+    /// unless the instance is ready and no reload, replacement or back-off is under way.
+    fn replace(&mut self, id: InstanceId, reply: oneshot::Sender<Replaced>, now: Instant) {
+        if !self.instances.contains_key(&id) {
+            let _ = reply.send(Replaced::NoInstance);
+            return;
+        }
+        let effects = self.machine.handle(Event::Replace { id }, now);
+        if effects.is_empty() {
+            let _ = reply.send(Replaced::Busy);
+            return;
+        }
+        tracing::info!(app = %self.name, instance = id, "replacing the instance, as asked");
+        self.stats.restarted(RestartCause::Requested);
+        self.replacing = Some((id, reply));
+        self.carry_out(effects);
+    }
+
     fn command(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         let now = Instant::now();
         let effects = match command {
@@ -226,6 +264,10 @@ impl Runner {
             Command::Reload(reply) => {
                 self.waiting.extend(reply);
                 self.machine.handle(Event::Reload, now)
+            }
+            Command::Replace(id, reply) => {
+                self.replace(id, reply, now);
+                return None;
             }
             Command::Shutdown(done) => {
                 let effects = self.machine.handle(Event::Shutdown, now);
@@ -265,6 +307,12 @@ impl Runner {
                         tracing::info!(app = %self.name, instance = old, by = new, "instance replaced");
                     } else {
                         tracing::warn!(app = %self.name, instance = old, by = new, reason, "replacement ended early; the instance keeps its place");
+                    }
+                    if let Some((_, reply)) = self.replacing.take_if(|(id, _)| *id == old) {
+                        let _ = reply.send(match ok {
+                            true => Replaced::Done { by: new },
+                            false => Replaced::Failed(reason.unwrap_or_default()),
+                        });
                     }
                 }
                 Effect::Errored { reason } => {

@@ -9,6 +9,7 @@
 //! | `GET /api/status`, `/api/config`, `/api/history[/…]` | the control API's answer |
 //! | `GET /api/logs/NAME` | the end of application NAME's log |
 //! | `POST /api/reload/NAME` | a rolling reload of NAME (`/control/applications/NAME/restart`) |
+//! | `POST /api/restart/NAME/ID` | instance ID of NAME replaced (`/control/applications/NAME/instances/ID/restart`) |
 //! | `POST /api/rollback/ID` | the configuration rolled back to history entry ID |
 
 use std::time::Duration;
@@ -63,6 +64,16 @@ async fn route(d: &Dashboard, req: &Request<Incoming>) -> Response<Body> {
             let name = &p["/api/reload/".len()..];
             let api = format!("/control/applications/{name}/restart");
             forward(d, Method::GET, &api).await
+        }
+        (&Method::POST, p) if p.starts_with("/api/restart/") => {
+            // `/api/restart/NAME/ID`: one instance replaced.
+            match p["/api/restart/".len()..].split_once('/') {
+                Some((name, id)) => {
+                    let api = format!("/control/applications/{name}/instances/{id}/restart");
+                    forward(d, Method::GET, &api).await
+                }
+                None => json_answer(StatusCode::NOT_FOUND, &json!({"error": "Invalid path."})),
+            }
         }
         (&Method::POST, p) if p.starts_with("/api/rollback/") => {
             let id = &p["/api/rollback/".len()..];

@@ -114,6 +114,23 @@ fn the_dashboard_follows_the_server_live_and_reloads_an_app() {
         ),
     );
 
+    // An instance's Restart button: that instance replaced, the other one untouched.
+    let ready = instances(&rein, "py");
+    let (victim, kept) = (pid_of(&ready[0]), pid_of(&ready[1]));
+    let victim_id = ready[0]["id"].as_u64().unwrap();
+    browser.click(&format!(
+        "button[data-action='restart'][data-app='py'][data-id='{victim_id}']"
+    ));
+    browser.wait_for(
+        "the instance's restart to be done",
+        &format!("return document.querySelector('#message').textContent.includes('restart of py instance {victim_id}: done')"),
+    );
+    let after = wait_ready(&rein, "py", 2);
+    assert!(
+        after.contains(&kept) && !after.contains(&victim),
+        "{after:?}"
+    );
+
     // The Log button: the application's own output.
     browser.click("button[data-action='log'][data-app='py']");
     browser.wait_for(

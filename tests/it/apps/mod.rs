@@ -27,6 +27,7 @@ mod hygiene;
 mod persistence;
 mod readiness;
 mod reload;
+mod restart_one;
 mod start;
 mod top;
 

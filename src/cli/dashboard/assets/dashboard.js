@@ -148,6 +148,7 @@ function renderApps(apps) {
         <td>${esc(i.id)}</td><td>${esc(i.pid)}</td><td class="state-${esc(i.state)}">${esc(i.state)}</td>
         <td>${duration(i.uptime)}</td><td>${esc(i.restarts)}</td><td>${bytes(i.rss_bytes)}</td>
         <td>${instanceRate(name, i)}</td><td>${num(i.requests)}</td><td>${esc(i.in_flight)}</td>
+        <td><button data-action="restart" data-app="${esc(name)}" data-id="${esc(i.id)}">Restart</button></td>
       </tr>`).join("");
     return `
     <div class="app" data-app="${esc(name)}">
@@ -160,8 +161,8 @@ function renderApps(apps) {
         <button data-action="reload" data-app="${esc(name)}">Reload</button>
         <button data-action="log" data-app="${esc(name)}">Log</button>
       </div>
-      <table><thead><tr><th>instance</th><th>pid</th><th>state</th><th>uptime</th><th>restarts</th><th>memory</th><th>req/s</th><th>requests</th><th>in flight</th></tr></thead>
-      <tbody>${rows || '<tr><td colspan="9" class="empty">no instance running</td></tr>'}</tbody></table>
+      <table><thead><tr><th>instance</th><th>pid</th><th>state</th><th>uptime</th><th>restarts</th><th>memory</th><th>req/s</th><th>requests</th><th>in flight</th><th></th></tr></thead>
+      <tbody>${rows || '<tr><td colspan="10" class="empty">no instance running</td></tr>'}</tbody></table>
     </div>`;
   }).join("");
 }
@@ -263,6 +264,9 @@ document.addEventListener("click", (e) => {
   const app = b.dataset.app;
   if (b.dataset.action === "reload") act(`/api/reload/${encodeURIComponent(app)}`, `reload of ${app}`);
   if (b.dataset.action === "log") showLog(app);
+  if (b.dataset.action === "restart") {
+    act(`/api/restart/${encodeURIComponent(app)}/${encodeURIComponent(b.dataset.id)}`, `restart of ${app} instance ${b.dataset.id}`);
+  }
   if (b.dataset.action === "rollback") act(`/api/rollback/${encodeURIComponent(b.dataset.id)}`, `rollback to ${b.dataset.id}`);
 });
 
