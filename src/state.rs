@@ -104,17 +104,8 @@ impl StateDir {
         let write = || -> io::Result<()> {
             let mut text = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
             text.push(b'\n');
-            // Created 0600 (the mode survives the rename): the document may hold secrets.
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(self.tmp())?;
-            // A file left by an older rein (or made with a wider mode) is narrowed too.
-            file.set_permissions(fs::Permissions::from_mode(0o600))?;
-            file.write_all(&text)?;
-            file.sync_all()
+            // Private (the mode survives the rename): the document may hold secrets.
+            write_private(&self.tmp(), &text)
         };
         write().map_err(|source| StateError::Write {
             path: self.conf(),
@@ -154,6 +145,20 @@ impl Drop for PendingSave<'_> {
             let _ = fs::remove_file(self.state.tmp());
         }
     }
+}
+
+/// Writes `bytes` to `path` as a file only its owner reads (0600, narrowed if it existed wider, as one left
+/// by an older rein may be), and fsyncs it: the first half of an atomic replace, whose rename is the caller's.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 #[cfg(test)]

@@ -240,7 +240,7 @@ fn not_ready(text: &str) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn build(
+fn build(
     method: Method,
     path: &str,
     body: Option<Vec<u8>>,
@@ -257,7 +257,7 @@ pub(super) fn build(
     req.body(Full::new(Bytes::from(body.unwrap_or_default())))
 }
 
-pub(super) async fn request(
+async fn request(
     addr: &ControlAddr,
     req: Request<Full<Bytes>>,
 ) -> std::io::Result<(StatusCode, String)> {

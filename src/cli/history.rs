@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use http::{Method, StatusCode};
+use http::Method;
 use serde_json::Value;
 
 use super::client::{self, Target};
@@ -86,47 +86,24 @@ pub(super) fn rollback(args: RollbackArgs) -> ExitCode {
     )
 }
 
-/// GETs `path` and prints it raw (`json`) or through `render`; an error answer goes to stderr as it came.
+/// GETs `path` and prints it raw (`json`) or through `render`; an error answer is one line on stderr.
 fn show(target: &Target, path: &str, json: bool, render: fn(&Value) -> String) -> ExitCode {
     if json {
         return client::show(target, path);
     }
-    let (status, text) = match get(target, path) {
-        Ok(answer) => answer,
-        Err(code) => return code,
-    };
-    match serde_json::from_str::<Value>(&text) {
-        Ok(v) if status.is_success() => {
-            print!("{}", render(&v));
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprint!("rein: {status}\n{text}");
-            ExitCode::from(exit::FAILED)
-        }
+    match client::fetch(target, Method::GET, path, None, None) {
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(v) => {
+                print!("{}", render(&v));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("rein: the answer to {path} is not JSON: {e}");
+                ExitCode::from(exit::FAILED)
+            }
+        },
+        Err(failure) => failure.report(),
     }
-}
-
-fn get(target: &Target, path: &str) -> Result<(StatusCode, String), ExitCode> {
-    let failed = |e: &dyn std::fmt::Display| {
-        eprintln!("rein: {e}");
-        ExitCode::from(exit::FAILED)
-    };
-    let headers = target.headers().map_err(|e| failed(&e))?;
-    let req = client::build(Method::GET, path, None, None, &headers).map_err(|e| failed(&e))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| failed(&e))?;
-    runtime
-        .block_on(client::request(&target.addr, req))
-        .map_err(|e| {
-            eprintln!(
-                "rein: cannot reach the control API at {}: {e}\n(is `rein run` running with the same --state or --control?)",
-                target.addr
-            );
-            ExitCode::from(exit::UNREACHABLE)
-        })
 }
 
 /// `GET /history` as a table, newest first; `*` marks the running configuration.

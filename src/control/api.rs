@@ -83,6 +83,14 @@ pub(super) async fn config(call: Call) -> Response<Body> {
         Method::DELETE => engine.change(|doc| pointer::delete(doc, &segs), opts).await,
         _ => return fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None),
     };
+    change_answer(result, engine).await
+}
+
+/// Unit's answer to a change of the document (through `/config` or a rollback), with the new `ETag`.
+pub(super) async fn change_answer(
+    result: Result<Changed, ChangeError>,
+    engine: &Engine,
+) -> Response<Body> {
     let (_, etag) = engine.read(|_| ()).await;
     match result {
         Ok(Changed::Valid) => answer(
@@ -213,7 +221,7 @@ pub(super) fn edit_error(e: EditError) -> Response<Body> {
     }
 }
 
-pub(super) fn change_error(e: ChangeError) -> Response<Body> {
+fn change_error(e: ChangeError) -> Response<Body> {
     match e {
         ChangeError::Edit(e) => edit_error(e),
         ChangeError::Invalid(e) => super::invalid::answer(&e),
@@ -262,7 +270,7 @@ pub(super) fn answer(status: StatusCode, doc: &Value) -> Response<Body> {
     r
 }
 
-pub(super) fn with_etag(mut r: Response<Body>, etag: &str) -> Response<Body> {
+fn with_etag(mut r: Response<Body>, etag: &str) -> Response<Body> {
     if let Ok(v) = HeaderValue::try_from(etag) {
         r.headers_mut().insert(header::ETAG, v);
     }

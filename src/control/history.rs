@@ -9,11 +9,11 @@
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::api::{answer, change_error, fail, if_match, with_etag};
+use super::api::{answer, change_answer, fail, if_match};
 use super::conn::RequestBody as Incoming;
 use super::routes::Call;
 use crate::body::Body;
-use crate::engine::{ChangeOptions, Changed, Engine};
+use crate::engine::{ChangeOptions, Engine};
 use crate::history::{Source, diff};
 
 pub(super) async fn handle(call: Call) -> Response<Body> {
@@ -138,23 +138,5 @@ async fn rollback(req: Request<Incoming>, engine: &Engine, id: &str) -> Response
             opts,
         )
         .await;
-    let (_, etag) = engine.read(|_| ()).await;
-    match result {
-        Ok(Changed::Valid) => answer(
-            StatusCode::OK,
-            &json!({"success": "Configuration is valid."}),
-        ),
-        Ok(Changed::Applied { not_ready }) if !not_ready.is_empty() => with_etag(
-            answer(
-                StatusCode::OK,
-                &json!({"success": "Reconfiguration done.", "applications": not_ready}),
-            ),
-            &etag,
-        ),
-        Ok(Changed::Applied { .. } | Changed::Unchanged) => with_etag(
-            answer(StatusCode::OK, &json!({"success": "Reconfiguration done."})),
-            &etag,
-        ),
-        Err(e) => change_error(e),
-    }
+    change_answer(result, engine).await
 }

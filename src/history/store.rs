@@ -4,9 +4,9 @@
 //! or absent. The folder is private (0700) and each file 0600: a document may hold applications' environment
 //! values, as `conf.json` does.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::{self, DirBuilder, File};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use super::Entry;
@@ -76,14 +76,7 @@ impl Store {
         let write = || -> io::Result<()> {
             let mut text = serde_json::to_vec_pretty(&entry.to_json()).map_err(io::Error::other)?;
             text.push(b'\n');
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(&text)?;
-            file.sync_all()?;
+            crate::state::write_private(&tmp, &text)?;
             fs::rename(&tmp, &path)?;
             File::open(&self.dir)?.sync_all()
         };

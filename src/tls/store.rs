@@ -6,9 +6,9 @@
 //! back at start.
 
 use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder, File};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -136,15 +136,7 @@ impl CertDir {
         }
         let tmp = self.dir.join(format!(".{name}{SUFFIX}.tmp"));
         let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.set_permissions(fs::Permissions::from_mode(0o600))?;
-            file.write_all(pem)?;
-            file.sync_all()?;
+            crate::state::write_private(&tmp, pem)?;
             fs::rename(&tmp, self.file(name))
         })();
         if written.is_err() {
