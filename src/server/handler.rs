@@ -58,7 +58,7 @@ pub async fn handle(
         }
     };
     let meter = Meter {
-        listener: info.stats.clone(),
+        conn: info,
         target,
         status: response.status().as_u16(),
         started,
@@ -71,7 +71,7 @@ async fn route(
     request: &mut RequestInfo,
     body: Incoming,
     upgrade: Option<OnUpgrade>,
-    info: &ConnInfo,
+    info: &Arc<ConnInfo>,
     shared: &Shared,
 ) -> (Response<Body>, Option<Arc<TargetStats>>) {
     // The CA validating an ACME certificate asks over plain HTTP, whatever the routes say.
@@ -105,7 +105,7 @@ async fn route(
     let mut ctx = actions::Ctx {
         published,
         request,
-        body: Some(RequestBody::new(body, clock, info.stats.clone())),
+        body: Some(RequestBody::new(body, clock, info.clone())),
         upgrade,
         state: &info.state,
         shared,

@@ -16,7 +16,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use crate::stats::counters::ListenerStats;
+use super::conn::ConnInfo;
 
 /// Why a request body could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -61,11 +61,13 @@ pub struct RequestBody {
     /// Armed while a read waits: the earlier of the gap's end and the moment the rate falls short.
     timer: Option<Pin<Box<Sleep>>>,
     /// The listener's counters, given the bytes received once the body is done with.
-    stats: Option<Arc<ListenerStats>>,
+    /// The connection, for its listener's counters (its own `Arc`: cloning it touches no line another worker
+    /// writes, as the listener's shared handle would).
+    conn: Arc<ConnInfo>,
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming, clock: BodyClock, stats: Option<Arc<ListenerStats>>) -> Self {
+    pub fn new(inner: Incoming, clock: BodyClock, conn: Arc<ConnInfo>) -> Self {
         RequestBody {
             inner,
             clock,
@@ -73,7 +75,7 @@ impl RequestBody {
             waited: Duration::ZERO,
             wait_began: None,
             timer: None,
-            stats,
+            conn,
         }
     }
 
@@ -123,7 +125,7 @@ impl RequestBody {
 
 impl Drop for RequestBody {
     fn drop(&mut self) {
-        if let Some(stats) = &self.stats
+        if let Some(stats) = &self.conn.stats
             && self.received > 0
         {
             stats.requests.received(self.received);

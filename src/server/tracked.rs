@@ -15,7 +15,7 @@ use super::timeouts::{ConnState, InRequest};
 use super::{Published, Shared};
 use crate::body::Body;
 use crate::request::RequestInfo;
-use crate::stats::counters::{ListenerStats, TargetStats};
+use crate::stats::counters::TargetStats;
 use crate::vars::{ResponseInfo, VarContext};
 
 /// What the access log needs once the response is done.
@@ -55,7 +55,9 @@ impl Drop for Books {
 /// What the metrics count of a finished request, on its listener and its route target: the counters were
 /// reached when the connection arrived and when the request was routed, so finishing is a few atomic adds.
 pub struct Meter {
-    pub listener: Option<Arc<ListenerStats>>,
+    /// The connection, for its listener's counters: the connection's own `Arc`, which no other worker touches
+    /// (cloning the listener's shared handle per request would bounce its count between cores).
+    pub conn: Arc<super::conn::ConnInfo>,
     pub target: Option<Arc<TargetStats>>,
     pub status: u16,
     pub started: Instant,
@@ -65,7 +67,7 @@ impl Meter {
     fn finished(&self, sent: u64) {
         let took = self.started.elapsed();
         for stats in [
-            self.listener.as_deref().map(|l| &l.requests),
+            self.conn.stats.as_deref().map(|l| &l.requests),
             self.target.as_deref().map(|t| &t.requests),
         ]
         .into_iter()

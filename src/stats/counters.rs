@@ -20,9 +20,21 @@ pub(crate) const DURATION_BUCKETS: [f64; 11] = [
 pub(crate) const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// Requests finished through one listener or to one target: by status class, by duration, and their body
-/// bytes.
+/// bytes. Each worker thread counts in its own shard (its own cache lines), so workers finishing requests at
+/// once never contend for a counter; reading sums the shards.
 #[derive(Debug, Default)]
 pub(crate) struct RequestStats {
+    shards: [Shard; SHARDS],
+}
+
+/// Shards per counter set: workers past this many share shards (by their index modulo it).
+const SHARDS: usize = 8;
+
+/// One worker's share of a [`RequestStats`], alone on its cache lines (128 bytes: the pair of lines a
+/// prefetcher moves together on x86).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
     by_class: [AtomicU64; STATUS_CLASSES.len()],
     /// Requests per bucket, not cumulative (the exposition adds them up): one add per request.
     buckets: [AtomicU64; DURATION_BUCKETS.len()],
@@ -44,39 +56,59 @@ pub(crate) struct RequestTotals {
 }
 
 impl RequestStats {
+    /// The calling worker's shard.
+    fn shard(&self) -> &Shard {
+        &self.shards[crate::workers::current() % SHARDS]
+    }
+
     /// Counts a finished request: its status, how long it took, and its response body's bytes.
     pub(crate) fn finished(&self, status: u16, took: Duration, sent: u64) {
+        let shard = self.shard();
         let class = usize::from(status / 100).clamp(1, 5) - 1;
-        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        shard.by_class[class].fetch_add(1, Ordering::Relaxed);
         let secs = took.as_secs_f64();
         if let Some(i) = DURATION_BUCKETS.iter().position(|b| secs <= *b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            shard.buckets[i].fetch_add(1, Ordering::Relaxed);
         }
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.micros.fetch_add(micros, Ordering::Relaxed);
-        self.sent.fetch_add(sent, Ordering::Relaxed);
+        shard.micros.fetch_add(micros, Ordering::Relaxed);
+        shard.sent.fetch_add(sent, Ordering::Relaxed);
     }
 
     /// Counts request body bytes read from a client.
     pub(crate) fn received(&self, bytes: u64) {
-        self.received.fetch_add(bytes, Ordering::Relaxed);
+        self.shard().received.fetch_add(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn totals(&self) -> RequestTotals {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let by_class = self.by_class.each_ref().map(load);
+        let sum = |field: fn(&Shard) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| field(s).load(Ordering::Relaxed))
+                .sum()
+        };
+        let by_class: [u64; STATUS_CLASSES.len()] = std::array::from_fn(|i| {
+            self.shards
+                .iter()
+                .map(|s| s.by_class[i].load(Ordering::Relaxed))
+                .sum()
+        });
         let mut running = 0;
-        let buckets = self.buckets.each_ref().map(|b| {
-            running += load(b);
+        let buckets = std::array::from_fn(|i| {
+            running += self
+                .shards
+                .iter()
+                .map(|s| s.buckets[i].load(Ordering::Relaxed))
+                .sum::<u64>();
             running
         });
         RequestTotals {
             by_class,
             buckets,
             count: by_class.iter().sum(),
-            seconds: load(&self.micros) as f64 / 1e6,
-            received: load(&self.received),
-            sent: load(&self.sent),
+            seconds: sum(|s| &s.micros) as f64 / 1e6,
+            received: sum(|s| &s.received),
+            sent: sum(|s| &s.sent),
         }
     }
 }
@@ -335,6 +367,32 @@ mod tests {
         );
         assert_eq!((t.sent, t.received), (15, 7));
         assert!((t.seconds - 60.033).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_worker_counts_in_its_own_shard_and_reading_sums_them() {
+        let stats = RequestStats::default();
+        // Threads playing workers 0, 1 and SHARDS + 1 (which shares worker 1's shard).
+        std::thread::scope(|scope| {
+            for worker in [0, 1, SHARDS + 1] {
+                let stats = &stats;
+                scope.spawn(move || {
+                    crate::workers::pretend_current(worker);
+                    for _ in 0..100 {
+                        stats.finished(200, Duration::from_millis(1), 2);
+                    }
+                    stats.received(1);
+                });
+            }
+        });
+        let in_shard = |i: usize| stats.shards[i].by_class[1].load(Ordering::Relaxed);
+        assert_eq!((in_shard(0), in_shard(1)), (100, 200));
+        let t = stats.totals();
+        assert_eq!(
+            (t.count, t.buckets[0], t.sent, t.received),
+            (300, 300, 600, 3)
+        );
+        assert_eq!(std::mem::align_of::<Shard>(), 128);
     }
 
     #[test]
