@@ -141,6 +141,7 @@ fn a_crash_loop_backs_off_then_errors_and_a_reload_clears_it() {
     let log = app_log(&rein, "crashy");
     let times = |word: &str| -> Vec<f64> {
         log.lines()
+            .filter_map(|l| l.split_once("] ").map(|(_, text)| text))
             .filter(|l| l.starts_with(word))
             .filter_map(|l| l.rsplit_once("t=").and_then(|(_, t)| t.parse().ok()))
             .collect()

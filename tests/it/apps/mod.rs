@@ -24,6 +24,7 @@ mod cli;
 mod crash;
 mod dashboard;
 mod hygiene;
+mod logs;
 mod persistence;
 mod readiness;
 mod reload;
