@@ -85,8 +85,8 @@ fn removing_an_app_stops_its_grandchildren_and_leaves_no_zombies() {
     let pid = *wait_ready(&rein, "forker", 1).first().unwrap();
     let mut grandchild = 0;
     wait_for("the grandchild's pid in the log", || {
-        grandchild = app_log(&rein, "forker")
-            .lines()
+        grandchild = app_output(&rein, "forker")
+            .iter()
             .find_map(|l| l.strip_prefix("grandchild="))
             .and_then(|g| g.trim().parse().ok())
             .unwrap_or(0);
@@ -219,8 +219,8 @@ fn a_killed_reins_processes_do_not_outlive_the_next_start() {
 fn grandchild_of(rein: &Rein, name: &str) -> u32 {
     let mut grandchild = 0;
     wait_for("the grandchild's pid in the log", || {
-        grandchild = app_log(rein, name)
-            .lines()
+        grandchild = app_output(rein, name)
+            .iter()
             .find_map(|l| l.strip_prefix("grandchild="))
             .and_then(|g| g.trim().parse().ok())
             .unwrap_or(0);
