@@ -629,6 +629,42 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn pump_writes_a_quiet_partial_line_and_the_last_line_at_eof() {
+        use tokio::io::AsyncWriteExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.log");
+        let log = shared(&path, Rotation::default()).unwrap();
+        let (mut tx, rx) = tokio::io::duplex(1024);
+        let tail = Arc::new(Mutex::new(Tail::default()));
+        let lines = Lines::new(7, Source::Err);
+        let pump = tokio::spawn(pump(rx, log, "t".into(), Some(tail.clone()), lines));
+        tx.write_all(b"Password: ").await.unwrap();
+        // Written once the pipe has been quiet a while, without waiting for the newline.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("[7 err+] Password: \n")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the partial line never came"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tx.write_all(b"ok\nlast words").await.unwrap();
+        drop(tx);
+        assert_eq!(pump.await.unwrap().unwrap(), 23);
+        let text = fs::read_to_string(&path).unwrap();
+        let marks: Vec<&str> = text.lines().map(|l| &l[25..]).collect();
+        assert_eq!(
+            marks,
+            ["[7 err+] Password: ", "[7 err] ok", "[7 err] last words"]
+        );
+        // The reason reads the app's bytes, never the prefixes.
+        assert_eq!(tail.lock().unwrap().reason(5), "Password: ok | last words");
+    }
+
     #[test]
     fn follow_prints_and_tracks_rotation() {
         let dir = tempfile::tempdir().unwrap();

@@ -171,6 +171,16 @@ fn stdout_and_stderr_can_go_to_a_file_or_nowhere() {
         !err.contains("start redirected"),
         "stdout went nowhere: {err}"
     );
+    // Written as the app's log is: each line with its time and instance, rein's lines with them.
+    let id = instances(&rein, "py")[0]["id"].as_u64().unwrap();
+    assert!(
+        err.contains(&format!("Z [{id} err] stderr redirected pid={pid}\n")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("Z [{id} rein] started: pid {pid}, ")),
+        "{err}"
+    );
 
     let (code, body) = rein.api("PUT", "/config/applications/py/stdout", Some("\"py.out\""));
     assert_eq!(code, 400, "{body}");
