@@ -83,7 +83,7 @@ enum Command {
         control: ControlArgs,
     },
     /// Print an application's output (stdout and stderr), optionally following it. Reads STATE/logs/NAME.log:
-    /// give the server's --state (--control is not used). Each line starts with the time rein read it (UTC)
+    /// give the server's --state (--control is not used). Each line starts with the time rein wrote it (UTC)
     /// and the instance: `[3]` its stdout, `[3 err]` its stderr, `[3 rein]` rein about it.
     Logs {
         /// The application's name

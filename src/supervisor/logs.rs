@@ -8,6 +8,9 @@
 //! (backpressure) instead of buffering in rein. A write error (disk full) drops that chunk with one warning
 //! and keeps draining, so the app never hangs on a log.
 //!
+//! Each line is written with its time, instance and stream in front ([`super::logline`]), and rein adds its
+//! own lines about an instance ([`Notices`]); the failure reason ([`Tail`]) is read from the unprefixed bytes.
+//!
 //! Every writer of one path in this process shares one [`LogFile`] (see [`shared`]): stdout and stderr may name
 //! the same file, and a replacement process may start writing while its predecessor's grandchildren still hold
 //! the old pipe open.
@@ -266,7 +269,8 @@ const QUIET: Duration = Duration::from_millis(500);
 /// the bytes read. Write errors are reported once (until a write succeeds again) and the data dropped.
 ///
 /// Memory is bounded: one chunk read, an incomplete line of at most [`Lines::MAX`] bytes held, and the
-/// prefixed lines of one chunk waiting to be written.
+/// prefixed lines of one chunk while they are written (at worst a 30-byte prefix per byte read, for a chunk
+/// of empty lines).
 pub async fn pump<R: AsyncRead + Unpin>(
     mut src: R,
     log: Arc<Mutex<LogFile>>,
@@ -359,6 +363,8 @@ impl Stream {
                 false => log.write_all(&self.out),
             };
             self.out.clear();
+            // A chunk of short lines grows the buffer to many times the chunk (a prefix per line): not kept.
+            self.out.shrink_to(CHUNK);
             (self, result)
         })
         .await
