@@ -290,6 +290,7 @@ impl Runner {
             Ok(pid) => Event::Spawned { id, pid },
             Err(error) => {
                 tracing::error!(app = %self.name, instance = id, generation, %error, "cannot start the application");
+                self.notices(id).write(&format!("not started: {error}"));
                 Event::SpawnFailed {
                     id,
                     error: error.to_string(),
@@ -297,6 +298,19 @@ impl Runner {
             }
         };
         let _ = self.events.send(event);
+    }
+
+    /// rein's lines about instance `id` when it has no process to hold them: into the file its stderr (else
+    /// its stdout) would go to, if that can be opened.
+    fn notices(&self, id: InstanceId) -> Notices {
+        let default = Output::Log(self.paths.log.clone());
+        let err = self.conf.stderr.as_ref().unwrap_or(&default);
+        let out = self.conf.stdout.as_ref().unwrap_or(&default);
+        let log = err
+            .path()
+            .or(out.path())
+            .and_then(|path| super::logs::shared(path, Default::default()).ok());
+        Notices::new(log, id)
     }
 
     /// Creates the instance's socket and process, and the tasks that watch them.

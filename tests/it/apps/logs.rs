@@ -206,3 +206,16 @@ fn a_failure_reason_carries_no_log_prefix() {
     assert!(!last.contains("err]") && !last.contains("Z ["), "{last}");
     assert!(app_log(&rein, "py").contains(" err] v2: failing at start\n"));
 }
+
+/// An instance rein could not start at all has no output of its own: rein's line says why.
+#[test]
+fn an_instance_that_cannot_start_is_told_in_the_log() {
+    let rein = Rein::start();
+    let conf = json!({"working_directory": "/nonexistent-dir-of-the-test"});
+    serve_one(&rein, "py", python_app("v1", &[], conf));
+    wait_for("rein's line about the failed start", || {
+        app_log(&rein, "py")
+            .lines()
+            .any(|l| stamped(l) && l.contains(" rein] not started: ") && l.contains("No such file"))
+    });
+}
