@@ -86,13 +86,17 @@ enum Command {
         control: ControlArgs,
     },
     /// Print an application's output (stdout and stderr), optionally following it. Reads STATE/logs/NAME.log:
-    /// give the server's --state (--control is not used).
+    /// give the server's --state (--control is not used). Each line starts with the time rein wrote it (UTC)
+    /// and the instance: `[3]` its stdout, `[3 err]` its stderr, `[3 rein]` rein about it.
     Logs {
         /// The application's name
         name: String,
         /// Keep printing what the application writes
         #[arg(short, long)]
         follow: bool,
+        /// Print the application's output as it wrote it: no time or instance, none of rein's lines
+        #[arg(long)]
+        raw: bool,
         #[command(flatten)]
         control: ControlArgs,
     },
@@ -275,8 +279,9 @@ pub fn main() -> ExitCode {
         Command::Logs {
             name,
             follow,
+            raw,
             control,
-        } => logs(&control.state_dir(), &name, follow),
+        } => logs(&control.state_dir(), &name, follow, raw),
         Command::Dashboard {
             listen,
             interval,
@@ -356,9 +361,9 @@ fn status(control: &ControlArgs) -> ExitCode {
 }
 
 /// `rein logs NAME`: the file the supervisor writes the application's output to.
-fn logs(state: &std::path::Path, name: &str, follow: bool) -> ExitCode {
+fn logs(state: &std::path::Path, name: &str, follow: bool, raw: bool) -> ExitCode {
     let path = state.join("logs").join(format!("{name}.log"));
-    match crate::supervisor::logs::follow(&path, follow) {
+    match crate::supervisor::logs::follow(&path, follow, raw) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(

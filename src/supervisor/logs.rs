@@ -8,6 +8,9 @@
 //! (backpressure) instead of buffering in rein. A write error (disk full) drops that chunk with one warning
 //! and keeps draining, so the app never hangs on a log.
 //!
+//! Each line is written with its time, instance and stream in front ([`super::logline`]), and rein adds its
+//! own lines about an instance ([`Notices`]); the failure reason ([`Tail`]) is read from the unprefixed bytes.
+//!
 //! Every writer of one path in this process shares one [`LogFile`] (see [`shared`]): stdout and stderr may name
 //! the same file, and a replacement process may start writing while its predecessor's grandchildren still hold
 //! the old pipe open.
@@ -21,6 +24,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::logline::{self, Lines, Raw, Source};
 
 /// The most bytes read from a pipe before they are written out.
 pub const CHUNK: usize = 64 * 1024;
@@ -255,40 +260,53 @@ fn is_js_frame(line: &str) -> bool {
     line.starts_with("at ") || (line.starts_with("... ") && line.contains("matching"))
 }
 
-/// Copies `src` (a child's stdout or stderr pipe) into `log` until end of file, one [`CHUNK`] at a time, and
-/// its last bytes into `tail`. Returns the bytes read. Write errors are reported once (until a write succeeds
-/// again) and the data dropped.
+/// How long an incomplete line waits for the rest before it is written as a piece (a prompt, a progress bar):
+/// a reader sees it without the app having to end it.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// Copies `src` (a child's stdout or stderr pipe) into `log` until end of file, one [`CHUNK`] at a time, as
+/// lines prefixed by `lines` (see [`super::logline`]), and its last bytes, unprefixed, into `tail`. Returns
+/// the bytes read. Write errors are reported once (until a write succeeds again) and the data dropped.
+///
+/// Memory is bounded: one chunk read, an incomplete line of at most [`Lines::MAX`] bytes held, and the
+/// prefixed lines of one chunk while they are written (at worst a 30-byte prefix per byte read, for a chunk
+/// of empty lines).
 pub async fn pump<R: AsyncRead + Unpin>(
     mut src: R,
     log: Arc<Mutex<LogFile>>,
     app: String,
     tail: Option<Arc<Mutex<Tail>>>,
+    lines: Lines,
 ) -> io::Result<u64> {
-    let mut buf = vec![0u8; CHUNK];
+    let mut stream = Stream {
+        buf: vec![0u8; CHUNK],
+        out: Vec::with_capacity(CHUNK),
+        lines,
+    };
     let mut total = 0u64;
     let mut failing = false;
     loop {
-        let n = src.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(total);
+        let read = match stream.lines.has_partial() {
+            true => tokio::time::timeout(QUIET, src.read(&mut stream.buf))
+                .await
+                .ok(),
+            false => Some(src.read(&mut stream.buf).await),
+        };
+        let step = match read.transpose()? {
+            None => Step::Quiet,
+            Some(0) => Step::End,
+            Some(n) => Step::Data(n),
+        };
+        if let Step::Data(n) = step {
+            total += n as u64;
+            if let Some(tail) = &tail {
+                tail.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(&stream.buf[..n]);
+            }
         }
-        total += n as u64;
-        if let Some(tail) = &tail {
-            tail.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(&buf[..n]);
-        }
-        let log = log.clone();
-        let (back, result) = tokio::task::spawn_blocking(move || {
-            let result = log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .write_all(&buf[..n]);
-            (buf, result)
-        })
-        .await
-        .map_err(io::Error::other)?;
-        buf = back;
+        let result;
+        (stream, result) = stream.write(&log, step).await?;
         match result {
             Ok(()) => failing = false,
             Err(e) if !failing => {
@@ -297,13 +315,112 @@ pub async fn pump<R: AsyncRead + Unpin>(
             }
             Err(_) => {}
         }
+        if step == Step::End {
+            return Ok(total);
+        }
     }
 }
 
-/// `rein logs NAME [-f]`: prints `path` to standard output; with `follow`, keeps printing what is appended,
-/// across rotations (it finishes the rotated file, then opens the new one) and truncation.
-pub fn follow(path: &Path, follow: bool) -> io::Result<()> {
-    follow_into(path, follow, &mut io::stdout().lock(), &|| false)
+/// What one read of a pipe gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// This many bytes, at the start of the buffer.
+    Data(usize),
+    /// Nothing for [`QUIET`], with an incomplete line held.
+    Quiet,
+    /// End of file.
+    End,
+}
+
+/// One stream's pump: its read buffer, the lines waiting to be written, and its line splitter. Handed to a
+/// blocking thread for each write and back.
+struct Stream {
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    lines: Lines,
+}
+
+impl Stream {
+    /// Turns `step` into lines and writes them, off the async threads (a slow disk blocks this stream's
+    /// pump, and so the child on its full pipe, never the runtime). The lines are timed under the log's
+    /// lock, so the times in a file shared by several streams (and rein's notices) never go backwards.
+    async fn write(
+        mut self,
+        log: &Arc<Mutex<LogFile>>,
+        step: Step,
+    ) -> io::Result<(Stream, io::Result<()>)> {
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            let time = logline::timestamp(std::time::SystemTime::now());
+            match step {
+                Step::Data(n) => self.lines.push(&self.buf[..n], &time, &mut self.out),
+                Step::Quiet => self.lines.flush(&time, &mut self.out),
+                Step::End => self.lines.finish(&time, &mut self.out),
+            }
+            let result = match self.out.is_empty() {
+                true => Ok(()),
+                false => log.write_all(&self.out),
+            };
+            self.out.clear();
+            // A chunk of short lines grows the buffer to many times the chunk (a prefix per line): not kept.
+            self.out.shrink_to(CHUNK);
+            (self, result)
+        })
+        .await
+        .map_err(io::Error::other)
+    }
+}
+
+/// rein's own lines about one instance in the app's log (`[ID rein]`), beside the instance's output: started,
+/// ready, stopping, exited. Written at once (a line appended to a local file), never failing the caller: a
+/// notice that cannot be written is left out.
+#[derive(Debug, Clone)]
+pub(crate) struct Notices {
+    log: Option<Arc<Mutex<LogFile>>>,
+    instance: u64,
+}
+
+impl Notices {
+    /// Notices of `instance` into `log`; none when the app's output is discarded.
+    pub(crate) fn new(log: Option<Arc<Mutex<LogFile>>>, instance: u64) -> Notices {
+        Notices { log, instance }
+    }
+
+    pub(crate) fn write(&self, text: &str) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut line = Vec::new();
+        let time = logline::timestamp(std::time::SystemTime::now());
+        logline::write_line(
+            &mut line,
+            &time,
+            self.instance,
+            Source::Rein,
+            false,
+            &[text.as_bytes()],
+        );
+        let written = log.write_all(&line);
+        if let Err(e) = written {
+            tracing::debug!(instance = self.instance, %e, "notice not written to the app log");
+        }
+    }
+}
+
+/// `rein logs NAME [-f] [--raw]`: prints `path` to standard output; with `follow`, keeps printing what is
+/// appended, across rotations (it finishes the rotated file, then opens the new one) and truncation. With
+/// `raw`, the lines are the apps' own output (see [`Raw`]): no prefixes, no notices of rein's.
+pub fn follow(path: &Path, follow: bool, raw: bool) -> io::Result<()> {
+    let stdout = io::stdout().lock();
+    if !raw {
+        let mut out = stdout;
+        return follow_into(path, follow, &mut out, &|| false);
+    }
+    let mut out = Raw::new(stdout);
+    follow_into(path, follow, &mut out, &|| false)?;
+    out.finish()
 }
 
 /// [`follow`] into any writer; returns when `stop()` is true (checked between polls).
@@ -486,7 +603,8 @@ mod tests {
         let same = shared(&path, rotation).unwrap();
         assert!(Arc::ptr_eq(&log, &same), "one writer per path");
         let (mut tx, rx) = tokio::io::duplex(1024);
-        let pump = tokio::spawn(pump(rx, log, "t".into(), None));
+        let lines = Lines::new(1, Source::Out);
+        let pump = tokio::spawn(pump(rx, log, "t".into(), None, lines));
         let line = "0123456789012345678901234567890123456789012345678901234567890123\n"; // 65 bytes
         for _ in 0..1000 {
             tokio::io::AsyncWriteExt::write_all(&mut tx, line.as_bytes())
@@ -497,18 +615,60 @@ mod tests {
         assert_eq!(pump.await.unwrap().unwrap(), 65_000);
         let s = sizes(&path, 3);
         assert_eq!(s[4], None, "{s:?}");
-        // Nothing lost or reordered within what is kept: .3 .2 .1 current is a suffix of the stream, and
-        // every rotated file is full to within one line (lines can split only where the pipe split them).
-        let mut kept = String::new();
+        // Nothing lost or reordered within what is kept: .3 .2 .1 current is a suffix of the stream, every
+        // line whole and prefixed, and every rotated file is full to within one line.
+        let mut kept = Vec::new();
         for p in [3, 2, 1].map(|i| numbered(&path, i)).iter().chain([&path]) {
             let text = fs::read_to_string(p).unwrap();
             assert!(text.len() <= 4096, "{s:?}");
-            kept.push_str(&text);
+            assert!(text.lines().all(|l| l.contains(" [1] 0123")), "{text}");
+            kept.extend_from_slice(text.as_bytes());
         }
-        assert!(line.repeat(1000).ends_with(&kept));
+        let mut raw = Raw::new(Vec::new());
+        raw.write_all(&kept).unwrap();
+        raw.finish().unwrap();
+        let raw = String::from_utf8(raw.into_inner()).unwrap();
+        assert!(!raw.is_empty() && line.repeat(1000).ends_with(&raw));
+        let prefixed = "2026-11-26T09:30:01.123Z [1] ".len() + line.len();
         for size in &s[1..4] {
-            assert!(size.unwrap() > 4096 - 65, "{s:?}");
+            assert!(size.unwrap() > (4096 - prefixed) as u64, "{s:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn pump_writes_a_quiet_partial_line_and_the_last_line_at_eof() {
+        use tokio::io::AsyncWriteExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.log");
+        let log = shared(&path, Rotation::default()).unwrap();
+        let (mut tx, rx) = tokio::io::duplex(1024);
+        let tail = Arc::new(Mutex::new(Tail::default()));
+        let lines = Lines::new(7, Source::Err);
+        let pump = tokio::spawn(pump(rx, log, "t".into(), Some(tail.clone()), lines));
+        tx.write_all(b"Password: ").await.unwrap();
+        // Written once the pipe has been quiet a while, without waiting for the newline.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("[7 err+] Password: \n")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the partial line never came"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tx.write_all(b"ok\nlast words").await.unwrap();
+        drop(tx);
+        assert_eq!(pump.await.unwrap().unwrap(), 23);
+        let text = fs::read_to_string(&path).unwrap();
+        let marks: Vec<&str> = text.lines().map(|l| &l[25..]).collect();
+        assert_eq!(
+            marks,
+            ["[7 err+] Password: ", "[7 err] ok", "[7 err] last words"]
+        );
+        // The reason reads the app's bytes, never the prefixes.
+        assert_eq!(tail.lock().unwrap().reason(5), "Password: ok | last words");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod conf;
 pub mod layout;
 mod leftovers;
+pub(crate) mod logline;
 pub mod logs;
 mod machine;
 pub mod php;
@@ -217,7 +218,7 @@ impl Supervisor {
                 // Started as an instance would be (environment, user, group), on a socket it never uses.
                 let paths = self.paths(name);
                 let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
-                let spec = runner::spec(name, conf, &paths, socket)
+                let spec = runner::spec(name, conf, &paths, socket, 0)
                     .map_err(|e| at.key("type").error(e.to_string()))?;
                 tokio::task::block_in_place(|| python::check(&spec))
                     .map_err(|e| at.key("module").error(e.to_string()))

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::conf::{AppConf, AppKind, Scale};
-use super::logs::Tail;
+use super::logs::{Notices, Tail};
 use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
     TimerKind,
@@ -79,6 +79,8 @@ struct Instance {
     /// When the instance was last seen serving, and its request count then (for scaling down).
     busy_at: Instant,
     requests_seen: u64,
+    /// rein's lines about the instance in the app's log.
+    notices: Notices,
 }
 
 pub struct Runner {
@@ -336,6 +338,7 @@ impl Runner {
             Ok(pid) => Event::Spawned { id, pid },
             Err(error) => {
                 tracing::error!(app = %self.name, instance = id, generation, %error, "cannot start the application");
+                self.notices(id).write(&format!("not started: {error}"));
                 Event::SpawnFailed {
                     id,
                     error: error.to_string(),
@@ -345,17 +348,37 @@ impl Runner {
         let _ = self.events.send(event);
     }
 
+    /// rein's lines about instance `id` when it has no process to hold them: into the file its stderr (else
+    /// its stdout) would go to, if that can be opened.
+    fn notices(&self, id: InstanceId) -> Notices {
+        let default = Output::Log(self.paths.log.clone());
+        let err = self.conf.stderr.as_ref().unwrap_or(&default);
+        let out = self.conf.stdout.as_ref().unwrap_or(&default);
+        let log = err
+            .path()
+            .or(out.path())
+            .and_then(|path| super::logs::shared(path, Default::default()).ok());
+        Notices::new(log, id)
+    }
+
     /// Creates the instance's socket and process, and the tasks that watch them.
     fn start_process(&mut self, id: InstanceId) -> Result<u32, StartError> {
         let (socket, addr) =
             spawn::listen(self.conf.socket, &self.paths.sockets, id).map_err(StartError::Socket)?;
-        let spec = self.spec(addr.clone())?;
+        let spec = spec(&self.name, &self.conf, &self.paths, addr.clone(), id)?;
         let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(StartError::Spawn)?;
         let pid = spawned.child.id().ok_or(StartError::ExitedAtOnce)?;
         super::leftovers::record(&self.paths.pids, pid);
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
+        let notices = spawned.notices;
         let cancel = CancellationToken::new();
-        self.watch_exit(id, spawned.child, spawned.stderr, spawned.stderr_tail);
+        self.watch_exit(
+            id,
+            spawned.child,
+            spawned.stderr,
+            spawned.stderr_tail,
+            notices.clone(),
+        );
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match self.conf.is_fastcgi() {
             true => ServerState::own_fastcgi(server_addr(&addr)),
@@ -372,13 +395,10 @@ impl Runner {
                 cancel,
                 busy_at: Instant::now(),
                 requests_seen: 0,
+                notices,
             },
         );
         Ok(pid)
-    }
-
-    fn spec(&self, socket: AppSocket) -> Result<SpawnSpec, php::LaunchError> {
-        spec(&self.name, &self.conf, &self.paths, socket)
     }
 
     /// Reports the exit the moment it happens (tokio's child reaper), never by polling, with the last lines
@@ -389,6 +409,7 @@ impl Runner {
         mut child: tokio::process::Child,
         stderr_pump: JoinHandle<std::io::Result<u64>>,
         stderr_tail: Arc<Mutex<Tail>>,
+        notices: Notices,
     ) {
         let events = self.events.clone();
         let leader = child.id();
@@ -416,6 +437,8 @@ impl Runner {
                 }
                 Err(_) => (None, None),
             };
+            // After its last words (the pump above), so the log reads in order.
+            notices.write(&exit_notice(code, signal));
             let _ = events.send(Event::Exited {
                 id,
                 code,
@@ -459,6 +482,7 @@ impl Runner {
         });
         self.upstream.set_members(members);
         tracing::info!(app = %self.name, instance = id, socket = %instance.addr, "instance ready: taking requests");
+        instance.notices.write("ready: taking requests");
     }
 
     /// Takes the instance out of the pool, and reports `Drained` once its requests in flight are done.
@@ -503,9 +527,14 @@ impl Runner {
     }
 
     fn signal(&mut self, id: InstanceId, signal: Signal) {
-        let Some(pid) = self.instances.get(&id).and_then(|i| i.pid) else {
+        let Some((pid, notices)) = self
+            .instances
+            .get(&id)
+            .and_then(|i| Some((i.pid?, &i.notices)))
+        else {
             return;
         };
+        notices.write(&format!("stopping: {signal} sent"));
         if let Err(e) = spawn::signal_group(pid, signal) {
             tracing::debug!(app = %self.name, instance = id, pid, %e, "signal not delivered");
         }
@@ -716,12 +745,25 @@ enum StartError {
     ExitedAtOnce,
 }
 
+/// rein's line in the app's log when an instance has exited: how it ended.
+fn exit_notice(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(n)) => match Signal::try_from(n) {
+            Ok(signal) => format!("killed by {signal}"),
+            Err(_) => format!("killed by signal {n}"),
+        },
+        (None, None) => "exited (its status could not be read)".to_owned(),
+    }
+}
+
 /// How an instance of application `name` starts: its program, arguments, environment, user and output.
 pub(super) fn spec(
     name: &str,
     c: &AppConf,
     paths: &Paths,
     socket: AppSocket,
+    instance: InstanceId,
 ) -> Result<SpawnSpec, php::LaunchError> {
     let Launch {
         program: executable,
@@ -763,6 +805,7 @@ pub(super) fn spec(
         stderr: output(&c.stderr),
         log_rotation: Default::default(),
         name: name.to_owned(),
+        instance,
         // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
         death_signal: match c.kind {
             AppKind::Php(_) => Signal::SIGTERM,

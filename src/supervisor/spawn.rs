@@ -2,7 +2,8 @@
 //!
 //! How a child starts ([`spawn`]):
 //! - rein forks and, in the child before exec: `setpgid(0, 0)` (its own process group, so [`signal_group`]
-//!   reaches grandchildren), stdin `/dev/null`, stdout/stderr pipes read by rein ([`super::logs`]; `/dev/null`
+//!   reaches grandchildren), stdin `/dev/null`, stdout/stderr pipes read by rein ([`super::logs`], each line
+//!   prefixed with its time and instance by [`super::logline`]; `/dev/null`
 //!   for a stream the app's `stdout`/`stderr` discards), the user switch when rein is root (`setgroups` to the
 //!   user's groups, `setgid`, `setuid`), then `PR_SET_PDEATHSIG` (SIGKILL unless the spec says otherwise) —
 //!   after the switch, because a credential change clears it — and finally the listening socket `dup2`'d to
@@ -35,6 +36,7 @@ use socket2::{Domain, SockAddr, Socket, Type};
 use tokio::task::JoinHandle;
 
 use super::layout;
+use super::logline::{Lines, Source};
 use super::logs::{self, LogFile, Rotation};
 
 /// Which socket an app instance listens on.
@@ -90,6 +92,8 @@ pub struct SpawnSpec {
     pub node: Option<(PathBuf, PathBuf)>,
     /// The app's name, for logs, errors and `LISTEN_FDNAMES`.
     pub name: String,
+    /// The instance this process is, named on each line of its output in the logs.
+    pub instance: u64,
     /// The signal the process gets if rein dies (`PR_SET_PDEATHSIG`): SIGKILL, or a signal that lets a
     /// master process take its own workers down (PHP-FPM's workers are not rein's children).
     pub death_signal: Signal,
@@ -183,6 +187,8 @@ pub struct Spawned {
     pub stderr: JoinHandle<io::Result<u64>>,
     /// The last lines the process wrote to its stderr (empty when it is discarded).
     pub stderr_tail: Arc<Mutex<logs::Tail>>,
+    /// rein's lines about the instance, into its stderr log (else its stdout log).
+    pub notices: logs::Notices,
 }
 
 /// Resolved credentials for the child (resolved in the parent: lookups are not async-signal-safe).
@@ -266,18 +272,32 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
         .spawn(cmd)
         .map_err(|e| io::Error::new(e.kind(), format!("app {:?}: cannot start: {e}", spec.name)))?;
     let stderr_tail = Arc::new(Mutex::new(logs::Tail::default()));
-    let stdout = pump(child.stdout.take(), out_log, &spec.name, None);
+    let notices = logs::Notices::new(err_log.clone().or_else(|| out_log.clone()), spec.instance);
+    // Before the pumps start: the notice comes before anything the process wrote.
+    if let Some(pid) = child.id() {
+        notices.write(&format!("started: pid {pid}, socket {}", spec.socket));
+    }
+    let lines = |source| Lines::new(spec.instance, source);
+    let stdout = pump(
+        child.stdout.take(),
+        out_log,
+        &spec.name,
+        None,
+        lines(Source::Out),
+    );
     let stderr = pump(
         child.stderr.take(),
         err_log,
         &spec.name,
         Some(stderr_tail.clone()),
+        lines(Source::Err),
     );
     Ok(Spawned {
         child,
         stdout,
         stderr,
         stderr_tail,
+        notices,
     })
 }
 
@@ -316,12 +336,15 @@ fn pump<R>(
     log: Option<Arc<Mutex<LogFile>>>,
     name: &str,
     tail: Option<Arc<Mutex<logs::Tail>>>,
+    lines: Lines,
 ) -> JoinHandle<io::Result<u64>>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
     match (pipe, log) {
-        (Some(pipe), Some(log)) => tokio::spawn(logs::pump(pipe, log, name.to_owned(), tail)),
+        (Some(pipe), Some(log)) => {
+            tokio::spawn(logs::pump(pipe, log, name.to_owned(), tail, lines))
+        }
         _ => tokio::spawn(std::future::ready(Ok(0))),
     }
 }

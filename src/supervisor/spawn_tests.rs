@@ -26,13 +26,18 @@ fn spec(
         log_rotation: Rotation::default(),
         node: None,
         name: name.into(),
+        instance: 1,
         death_signal: Signal::SIGKILL,
     }
 }
 
-/// What a stream's log file holds so far.
+/// What the process wrote so far to the stream logged in `output` (the lines' prefixes taken off).
 fn read_log(output: &Output) -> String {
-    std::fs::read_to_string(output.path().unwrap()).unwrap_or_default()
+    let file = std::fs::read(output.path().unwrap()).unwrap_or_default();
+    let mut raw = super::super::logline::Raw::new(Vec::new());
+    raw.write_all(&file).unwrap();
+    raw.finish().unwrap();
+    String::from_utf8(raw.into_inner()).unwrap()
 }
 
 /// Waits for the process and its log pumps; returns (status, stdout log, stderr log).
@@ -157,7 +162,18 @@ async fn shell_app_sees_socket_activation_environment() {
         assert!(out.contains("stdin=/dev/null"), "{out}");
         assert!(out.contains("fd4=closed"), "no other fd leaks: {out}");
         assert!(err.contains("to-stderr"), "{err}");
+        // In the files, each line says which instance and stream wrote it, and rein's start notice comes first.
+        let file = |o: &Output| std::fs::read_to_string(o.path().unwrap()).unwrap();
+        let (out_file, err_file) = (file(&spec.stdout), file(&spec.stderr));
+        assert!(out_file.contains("Z [1] fds=1 names=sh-app"), "{out_file}");
+        let err_lines: Vec<&str> = err_file.lines().collect();
+        assert!(
+            err_lines[0].ends_with(&format!("Z [1 rein] started: pid {pid}, socket {socket}")),
+            "{err_file}"
+        );
+        assert!(err_lines[1].ends_with("Z [1 err] to-stderr"), "{err_file}");
         std::fs::remove_file(spec.stdout.path().unwrap()).unwrap();
+        std::fs::remove_file(spec.stderr.path().unwrap()).unwrap();
     }
 }
 

@@ -139,8 +139,10 @@ fn a_crash_loop_backs_off_then_errors_and_a_reload_clears_it() {
     assert_eq!(st["instances"], json!([]), "no instance left: {st}");
     // The app's own log gives the timeline: start, ready, exit 0.2 s later; back-off 1 s, then 2 s.
     let log = app_log(&rein, "crashy");
+    let output = app_output(&rein, "crashy");
     let times = |word: &str| -> Vec<f64> {
-        log.lines()
+        output
+            .iter()
             .filter(|l| l.starts_with(word))
             .filter_map(|l| l.rsplit_once("t=").and_then(|(_, t)| t.parse().ok()))
             .collect()

@@ -85,8 +85,8 @@ fn removing_an_app_stops_its_grandchildren_and_leaves_no_zombies() {
     let pid = *wait_ready(&rein, "forker", 1).first().unwrap();
     let mut grandchild = 0;
     wait_for("the grandchild's pid in the log", || {
-        grandchild = app_log(&rein, "forker")
-            .lines()
+        grandchild = app_output(&rein, "forker")
+            .iter()
             .find_map(|l| l.strip_prefix("grandchild="))
             .and_then(|g| g.trim().parse().ok())
             .unwrap_or(0);
@@ -171,6 +171,16 @@ fn stdout_and_stderr_can_go_to_a_file_or_nowhere() {
         !err.contains("start redirected"),
         "stdout went nowhere: {err}"
     );
+    // Written as the app's log is: each line with its time and instance, rein's lines with them.
+    let id = instances(&rein, "py")[0]["id"].as_u64().unwrap();
+    assert!(
+        err.contains(&format!("Z [{id} err] stderr redirected pid={pid}\n")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("Z [{id} rein] started: pid {pid}, ")),
+        "{err}"
+    );
 
     let (code, body) = rein.api("PUT", "/config/applications/py/stdout", Some("\"py.out\""));
     assert_eq!(code, 400, "{body}");
@@ -219,8 +229,8 @@ fn a_killed_reins_processes_do_not_outlive_the_next_start() {
 fn grandchild_of(rein: &Rein, name: &str) -> u32 {
     let mut grandchild = 0;
     wait_for("the grandchild's pid in the log", || {
-        grandchild = app_log(rein, name)
-            .lines()
+        grandchild = app_output(rein, name)
+            .iter()
             .find_map(|l| l.strip_prefix("grandchild="))
             .and_then(|g| g.trim().parse().ok())
             .unwrap_or(0);

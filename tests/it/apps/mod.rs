@@ -24,6 +24,7 @@ mod cli;
 mod crash;
 mod dashboard;
 mod hygiene;
+mod logs;
 mod persistence;
 mod readiness;
 mod reload;
@@ -187,6 +188,14 @@ fn children_of(pid: u32) -> Vec<(u32, Option<char>)> {
 
 fn app_log(rein: &Rein, name: &str) -> String {
     std::fs::read_to_string(rein.state.join(format!("logs/{name}.log"))).unwrap_or_default()
+}
+
+/// The lines of the application's log without their time and instance (`2026-…Z [3 err] `).
+fn app_output(rein: &Rein, name: &str) -> Vec<String> {
+    app_log(rein, name)
+        .lines()
+        .map(|l| l.split_once("] ").map_or(l, |(_, text)| text).to_owned())
+        .collect()
 }
 
 /// `(tag, pid)` of an answer `python:TAG:PID` / `node:TAG:PID`.
