@@ -134,37 +134,70 @@ function instanceRate(name, inst) {
   return secs > 0 ? num(Math.max(0, inst.requests - old.requests) / secs) : "";
 }
 
+// Applications are updated in place, keyed by name and instance id: their buttons stay the same elements from
+// one reading to the next, so a click that straddles a reading is not lost.
 function renderApps(apps) {
+  const box = $("#apps");
   const names = Object.keys(apps);
+  box.querySelector("p.empty")?.remove();
+  for (const el of [...box.querySelectorAll(".app")]) {
+    if (!(el.dataset.app in apps)) el.remove();
+  }
   if (!names.length) {
-    $("#apps").innerHTML = '<p class="empty">No application.</p>';
+    box.innerHTML = '<p class="empty">No application.</p>';
     return;
   }
-  $("#apps").innerHTML = names.map((name) => {
+  for (const name of names) {
     const a = apps[name];
+    const el = [...box.querySelectorAll(".app")].find((e) => e.dataset.app === name) || box.appendChild(appElement(name));
     const state = a.errored ? "errored" : a.state || "starting";
-    const rows = (a.instances || []).map((i) => `
-      <tr data-pid="${esc(i.pid)}">
-        <td>${esc(i.id)}</td><td>${esc(i.pid)}</td><td class="state-${esc(i.state)}">${esc(i.state)}</td>
-        <td>${duration(i.uptime)}</td><td>${esc(i.restarts)}</td><td>${bytes(i.rss_bytes)}</td>
-        <td>${instanceRate(name, i)}</td><td>${num(i.requests)}</td><td>${esc(i.in_flight)}</td>
-        <td><button data-action="restart" data-app="${esc(name)}" data-id="${esc(i.id)}">Restart</button></td>
-      </tr>`).join("");
-    return `
-    <div class="app" data-app="${esc(name)}">
-      <div class="head">
-        <span class="name">${esc(name)}</span>
-        <span class="state-${esc(state)}" data-role="state">${esc(state)}${a.errored ? ": " + esc(a.errored) : ""}</span>
-        <span class="meta">generation <b data-role="generation">${esc(a.generation)}</b></span>
-        <span class="meta">queued ${esc(a.queued)}</span>
-        <span style="margin-left:auto"></span>
-        <button data-action="reload" data-app="${esc(name)}">Reload</button>
-        <button data-action="log" data-app="${esc(name)}">Log</button>
-      </div>
-      <table><thead><tr><th>instance</th><th>pid</th><th>state</th><th>uptime</th><th>restarts</th><th>memory</th><th>req/s</th><th>requests</th><th>in flight</th><th></th></tr></thead>
-      <tbody>${rows || '<tr><td colspan="10" class="empty">no instance running</td></tr>'}</tbody></table>
-    </div>`;
-  }).join("");
+    const stateEl = el.querySelector('[data-role="state"]');
+    stateEl.className = `state-${state}`;
+    stateEl.textContent = state + (a.errored ? ": " + a.errored : "");
+    el.querySelector('[data-role="generation"]').textContent = text(a.generation);
+    el.querySelector('[data-role="queued"]').textContent = text(a.queued);
+    renderInstances(el.querySelector("tbody"), name, a.instances || []);
+  }
+}
+
+function appElement(name) {
+  const el = document.createElement("div");
+  el.className = "app";
+  el.dataset.app = name;
+  el.innerHTML = `
+    <div class="head">
+      <span class="name">${esc(name)}</span>
+      <span data-role="state"></span>
+      <span class="meta">generation <b data-role="generation"></b></span>
+      <span class="meta">queued <span data-role="queued"></span></span>
+      <span style="margin-left:auto"></span>
+      <button data-action="reload" data-app="${esc(name)}">Reload</button>
+      <button data-action="log" data-app="${esc(name)}">Log</button>
+    </div>
+    <table><thead><tr><th>instance</th><th>pid</th><th>state</th><th>uptime</th><th>restarts</th><th>memory</th><th>req/s</th><th>requests</th><th>in flight</th><th></th></tr></thead>
+    <tbody></tbody></table>`;
+  return el;
+}
+
+function renderInstances(tbody, name, instances) {
+  const ids = new Set(instances.map((i) => String(i.id)));
+  for (const row of [...tbody.rows]) {
+    if (!ids.has(row.dataset.id)) row.remove();
+  }
+  for (const i of instances) {
+    let row = [...tbody.rows].find((r) => r.dataset.id === String(i.id));
+    if (!row) {
+      row = tbody.insertRow();
+      row.dataset.id = String(i.id);
+      for (let c = 0; c < 9; c++) row.insertCell();
+      row.insertCell().innerHTML = `<button data-action="restart" data-app="${esc(name)}" data-id="${esc(i.id)}">Restart</button>`;
+    }
+    row.dataset.pid = text(i.pid);
+    const cells = [i.id, i.pid, i.state, duration(i.uptime), i.restarts, bytes(i.rss_bytes), instanceRate(name, i),
+      num(i.requests), i.in_flight];
+    cells.forEach((v, c) => { row.cells[c].textContent = text(v); });
+    row.cells[2].className = `state-${i.state}`;
+  }
 }
 
 function renderListeners(listeners) {
