@@ -108,23 +108,34 @@ pub enum Failure {
 impl Failure {
     /// Prints the failure as one line (two for an unreachable API: the hint) and gives the exit code.
     pub fn report(self) -> ExitCode {
+        eprintln!("rein: {self}");
         match self {
-            Failure::Local(message) => {
-                eprintln!("rein: {message}");
-                ExitCode::from(exit::FAILED)
-            }
-            Failure::Refused(status, text) => {
-                eprintln!("rein: error: {}", error_line(status, &text));
-                ExitCode::from(exit::FAILED)
-            }
-            Failure::Unreachable(addr, e) => {
-                eprintln!(
-                    "rein: cannot reach the control API at {addr}: {e}\n(is `rein run` running with the same --state or --control?)"
-                );
+            Failure::Local(_) | Failure::Refused(..) => ExitCode::from(exit::FAILED),
+            Failure::Unreachable(..) => {
+                eprintln!("(is `rein run` running with the same --state or --control?)");
                 ExitCode::from(exit::UNREACHABLE)
             }
         }
     }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Local(message) => f.write_str(message),
+            Failure::Refused(status, text) => write!(f, "error: {}", error_line(*status, text)),
+            Failure::Unreachable(addr, e) => {
+                write!(f, "cannot reach the control API at {addr}: {e}")
+            }
+        }
+    }
+}
+
+/// The small runtime a command runs its requests on.
+pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }
 
 /// Why a request to the control API got no answer.
@@ -182,10 +193,7 @@ pub fn fetch(
             "cannot make a control API request of {path:?}: {e}"
         ))
     })?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Local(e.to_string()))?;
+    let runtime = runtime().map_err(|e| Failure::Local(e.to_string()))?;
     match runtime.block_on(request(&target.addr, req)) {
         Ok((status, text)) if status.is_success() => Ok(text),
         Ok((status, text)) => Err(Failure::Refused(status, text)),

@@ -1,7 +1,7 @@
 //! The command line as people use it: `rein run --listen`, what a refused start leaves behind, `rein status`
 //! as a table or JSON, errors from the API on one line, completions and the man page.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::json;
 
@@ -65,18 +65,6 @@ fn listen_with_config_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// Runs `rein ARGS --state STATE` against `rein`.
-fn rein_cli(rein: &Rein, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(args)
-        .arg("--state")
-        .arg(&rein.state)
-        .env_remove("REIN_CONTROL")
-        .env_remove("REIN_STATE")
-        .output()
-        .unwrap()
-}
-
 /// `rein status` is a table of instances (pid, state, restarts, memory), listeners and totals; `--json` is
 /// `/status` itself.
 #[test]
@@ -92,7 +80,7 @@ fn status_prints_a_table_and_json_on_request() {
     wait_for("the app to answer", || get(addr, "/").status == 200);
     let mut text = String::new();
     wait_for("two ready instances in the table", || {
-        let out = rein_cli(&rein, &["status"]);
+        let out = rein.cli(&["status"]);
         text = String::from_utf8_lossy(&out.stdout).into_owned();
         out.status.success()
             && text
@@ -108,7 +96,7 @@ fn status_prints_a_table_and_json_on_request() {
     assert!(text.contains(&format!("127.0.0.1:0  {addr}")), "{text}");
     assert!(text.contains("connections: "), "{text}");
 
-    let out = rein_cli(&rein, &["status", "--json"]);
+    let out = rein.cli(&["status", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         doc["applications"]["web"]["instances"]
@@ -148,7 +136,7 @@ fn an_api_error_is_one_line() {
         "{err}"
     );
 
-    let out = rein_cli(&rein, &["config", "get", "nothing/here"]);
+    let out = rein.cli(&["config", "get", "nothing/here"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         (out.status.code(), err.lines().count()),
@@ -177,7 +165,7 @@ fn a_failed_start_shows_the_apps_own_error() {
     });
     let file = rein.dir.path().join("conf.json");
     std::fs::write(&file, doc.to_string()).unwrap();
-    let out = rein_cli(&rein, &["config", "set", "/", &file.display().to_string()]);
+    let out = rein.cli(&["config", "set", "/", &file.display().to_string()]);
     assert!(
         out.status.success(),
         "{}",
@@ -186,11 +174,11 @@ fn a_failed_start_shows_the_apps_own_error() {
 
     let mut text = String::new();
     wait_for("the failure in the status table", || {
-        text = String::from_utf8_lossy(&rein_cli(&rein, &["status"]).stdout).into_owned();
+        text = String::from_utf8_lossy(&rein.cli(&["status"]).stdout).into_owned();
         text.contains("Error: database unreachable")
     });
     assert!(!text.contains("Module._compile"), "{text}");
-    let out = rein_cli(&rein, &["status", "--json"]);
+    let out = rein.cli(&["status", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let reason = doc["applications"]["broken"]["exited"][0]["reason"]
         .as_str()

@@ -130,6 +130,18 @@ impl Rein {
         });
     }
 
+    /// Runs `rein ARGS --state STATE` against this rein (the environment's control settings left out).
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_rein"))
+            .args(args)
+            .arg("--state")
+            .arg(&self.state)
+            .env_remove("REIN_CONTROL")
+            .env_remove("REIN_STATE")
+            .output()
+            .unwrap()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }

@@ -2,8 +2,6 @@
 //! change (validated, If-Match, recorded), the last N are kept in `STATE/history/` across restarts; and a
 //! refused document lists every error.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::harness::{Conn, Rein};
@@ -42,14 +40,7 @@ fn etag(rein: &Rein) -> String {
 
 /// Runs `rein ARGS --state STATE`; the exit code, stdout and stderr.
 fn cli(rein: &Rein, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(args)
-        .arg("--state")
-        .arg(&rein.state)
-        .env_remove("REIN_CONTROL")
-        .env_remove("REIN_STATE")
-        .output()
-        .unwrap();
+    let out = rein.cli(args);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 
-use super::client::Target;
+use super::client::{self, Target};
 use super::exit;
 
 /// What the page's requests need: the API, the state directory (for logs), the session, the reading interval.
@@ -36,10 +36,7 @@ pub(super) fn run(
     listen: SocketAddr,
     interval: Duration,
 ) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match client::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rein: {e}");

@@ -20,10 +20,7 @@ use super::exit;
 use model::{Reading, Screen};
 
 pub(super) fn run(target: Target, state: PathBuf, interval: Duration) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match client::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rein: {e}");
@@ -195,31 +192,11 @@ impl Top {
                 "/control/applications/{}/restart",
                 super::encode_segment(&name)
             );
-            let outcome = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|rt| {
-                    rt.block_on(client::get(&target, &path))
-                        .map_err(|e| e.to_string())
-                });
+            let outcome = client::fetch(&target, http::Method::GET, &path, None, None);
             let _ = answers.send(match outcome {
-                Ok((status, _)) if status.is_success() => format!("{name} reloaded"),
-                Ok((status, text)) => {
-                    format!("{name}: reload failed ({status}): {}", one_line(&text))
-                }
-                Err(e) => format!("{name}: {e}"),
+                Ok(_) => format!("{name} reloaded"),
+                Err(failure) => format!("{name}: reload failed: {failure}"),
             });
         });
-    }
-}
-
-/// The API's JSON error as one line: its `error` and `detail`.
-fn one_line(text: &str) -> String {
-    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
-    match (doc["error"].as_str(), doc["detail"].as_str()) {
-        (Some(e), Some(d)) => format!("{e} {d}"),
-        (Some(e), None) => e.to_owned(),
-        _ => text.trim().to_owned(),
     }
 }

@@ -1,21 +1,9 @@
 //! The application commands of the CLI end to end (`rein reload NAME`, `rein logs NAME`), and SIGHUP, which
 //! reloads every application exactly once.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use super::*;
-
-/// Runs `rein ARGS --state STATE` against `rein`.
-fn rein_cli(rein: &Rein, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(args)
-        .arg("--state")
-        .arg(&rein.state)
-        .env_remove("REIN_CONTROL")
-        .env_remove("REIN_STATE")
-        .output()
-        .unwrap()
-}
 
 fn generation(rein: &Rein, name: &str) -> u64 {
     status(rein, name)["generation"].as_u64().unwrap()
@@ -28,13 +16,13 @@ fn rein_reload_and_rein_logs() {
     wait_ready(&rein, "py", 1);
     let gen0 = generation(&rein, "py");
 
-    let out = rein_cli(&rein, &["reload", "py"]);
+    let out = rein.cli(&["reload", "py"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(generation(&rein, "py"), gen0 + 1, "answered once reloaded");
     assert_eq!(get(addr, "/").status, 200);
 
-    let out = rein_cli(&rein, &["logs", "py"]);
+    let out = rein.cli(&["logs", "py"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
@@ -44,7 +32,7 @@ fn rein_reload_and_rein_logs() {
     );
     assert!(text.contains("stderr v1 pid="), "{text}");
 
-    let out = rein_cli(&rein, &["reload", "nope"]);
+    let out = rein.cli(&["reload", "nope"]);
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -64,7 +52,7 @@ fn rein_reload_exits_1_when_the_reload_is_abandoned() {
     wait_for("the reload abandoned", || {
         status(&rein, "py")["last_reload"]["ok"] == false
     });
-    let out = rein_cli(&rein, &["reload", "py"]);
+    let out = rein.cli(&["reload", "py"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("Reload failed"), "{err}");
