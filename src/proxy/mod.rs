@@ -21,9 +21,10 @@ use hyper_util::rt::TokioIo;
 
 use crate::body::{self as rbody, Body};
 use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
+use crate::link::{ExchangeError, SendError};
 use crate::request::RequestInfo;
 use crate::server::ConnState;
-use crate::upstream::{ExchangeError, SendError, ServerState, Slot, Upstream};
+use crate::upstream::{ServerState, Slot, Upstream};
 pub(crate) use body::{Gathered, Held};
 use body::{Upload, UploadWatch};
 pub use error::ProxyError;

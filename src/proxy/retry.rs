@@ -49,7 +49,7 @@ impl Failed {
 
     /// A connect that failed: nothing reached the server, and the body may go to the next one.
     pub fn connect(
-        server: &crate::upstream::conf::ServerAddr,
+        server: &crate::link::ServerAddr,
         timeout: Duration,
         source: std::io::Error,
         unsent: Option<Body>,

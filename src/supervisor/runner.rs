@@ -25,8 +25,8 @@ use super::php::{self, Launch};
 use super::spawn::{self, AppSocket, Output, SpawnSpec};
 use super::watch;
 use super::{AppView, Paths, ReloadCounts};
+use crate::link::ServerAddr;
 use crate::stats::counters::{AppStats, RestartCause};
-use crate::upstream::conf::ServerAddr;
 use crate::upstream::{Member, ServerState, Upstream};
 
 /// What the rest of rein asks of a running application.

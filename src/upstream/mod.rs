@@ -10,11 +10,8 @@ pub mod conf;
 pub mod health;
 mod line;
 mod pool;
-mod send_error;
 #[cfg(test)]
 mod slots_tests;
-pub mod socket;
-pub mod stall;
 pub mod tls;
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,13 +28,14 @@ use crate::config::{ConfigError, JsonPath};
 use crate::stats::counters::TargetStats;
 use crate::stats::snapshot::{ServerStatus, UpstreamStatus};
 
+use crate::link::ServerAddr;
+use crate::link::tls::TlsTarget;
 use balance::{Balancer, Candidate};
-use conf::{ServerAddr, UpstreamConf};
+use conf::UpstreamConf;
 use health::{Change, Health};
 use line::{InLine, Line};
 pub use pool::{Pool, Pooled};
-pub use send_error::{ExchangeError, SendError};
-use tls::{SystemRoots, TlsTarget};
+use tls::SystemRoots;
 
 /// One server of one upstream.
 pub struct ServerState {
@@ -674,9 +672,9 @@ fn reuse_or_create(
         _ => None,
     };
     let fresh = |addr: &ServerAddr| {
-        let target = tls_config
-            .as_ref()
-            .and_then(|(config, tls)| TlsTarget::new(config.clone(), tls, addr));
+        let target = tls_config.as_ref().and_then(|(config, tls)| {
+            TlsTarget::new(config.clone(), tls.server_name.as_ref(), addr)
+        });
         Arc::new(match target {
             Some(target) => ServerState::with_tls(addr.clone(), target),
             None => ServerState::new(addr.clone()),

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::conf::{ServerAddr, UpstreamConf};
+use super::conf::UpstreamConf;
 use super::{Member, ServerState, Upstream};
+use crate::link::ServerAddr;
 
 fn one_server(max_connections: Option<u32>) -> (Arc<Upstream>, Arc<ServerState>) {
     let addr = ServerAddr::parse("127.0.0.1:9").expect("an address");
