@@ -3,9 +3,11 @@
 //! upstreams and their health.
 
 mod body;
+pub(crate) mod conns;
 mod error;
 pub mod fastcgi;
 pub mod headers;
+mod pool;
 pub(crate) mod retry;
 #[cfg(test)]
 mod retry_tests;
@@ -27,6 +29,7 @@ use crate::server::ConnState;
 use crate::upstream::{ServerState, Slot, Upstream};
 pub(crate) use body::{Gathered, Held};
 use body::{Upload, UploadWatch};
+use conns::ServerConns;
 pub use error::ProxyError;
 use retry::Failed;
 
@@ -142,7 +145,7 @@ async fn attempt_one(
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
-    let (conn, reused) = match server.pool.take(timeouts.idle) {
+    let (conn, reused) = match ServerConns::of(&server).http.take(timeouts.idle) {
         Some(conn) => (conn, true),
         None => match http1::connect(&server.addr, server.tls.as_ref(), timeouts.connect).await {
             Ok(conn) => {
@@ -167,7 +170,7 @@ async fn attempt_one(
             let pool = server.clone();
             response
                 .body_mut()
-                .on_reuse(move |conn| pool.pool.put(conn));
+                .on_reuse(move |conn| ServerConns::of(&pool).http.put(conn));
             Ok((response, slot))
         }
         Err(e) => Err(send_failed(&slot, e, reused)),

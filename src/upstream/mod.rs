@@ -7,9 +7,9 @@
 
 pub mod balance;
 pub mod conf;
+pub(crate) mod conns;
 pub mod health;
 mod line;
-mod pool;
 #[cfg(test)]
 mod slots_tests;
 pub mod tls;
@@ -32,9 +32,9 @@ use crate::link::ServerAddr;
 use crate::link::tls::TlsTarget;
 use balance::{Balancer, Candidate};
 use conf::UpstreamConf;
+use conns::{ConnSlot, Conns};
 use health::{Change, Health};
 use line::{InLine, Line};
-pub use pool::{Pool, Pooled};
 use tls::SystemRoots;
 
 /// One server of one upstream.
@@ -42,21 +42,8 @@ pub struct ServerState {
     pub addr: ServerAddr,
     /// How to reach it over TLS, for a server of an upstream with `tls`.
     pub tls: Option<TlsTarget>,
-    /// Idle HTTP connections.
-    pub pool: Pool<crate::http1::Conn>,
-    /// Idle FastCGI connections (a server may be reached both ways: the pools are apart).
-    pub fcgi: Pool<crate::fastcgi::Conn>,
-    /// Requests waiting for an answer on a FastCGI connection they just opened.
-    pub fcgi_waiting: AtomicU32,
-    /// Whether every FastCGI connection to this server gets served at once: then a kept-alive connection
-    /// never holds a worker that another request's connection waits for, and connections are always kept.
-    /// True of rein's own apps: a PHP instance takes no more requests at once than it has workers, and the
-    /// Python adapter serves every connection. Unknown (false) for a FastCGI server rein did not start,
-    /// unless its upstream gives it a `max_connections` (see [`Slot::limit`]).
-    pub fcgi_serves_all: bool,
-    /// Seats on busy FastCGI connections, when its upstream lets requests queue on them
-    /// ([`Member::pipelining`]).
-    pub fcgi_seats: Arc<crate::fastcgi::pipeline::Seats>,
+    /// The proxy's connections to it, stored here to live as long as the server is kept.
+    pub(crate) conns: ConnSlot,
     health: Mutex<Health>,
     /// The health is clean ([`Health::is_clean`]): what every request asks, answered without the lock that
     /// the other worker threads take too. Written under that lock.
@@ -76,11 +63,7 @@ impl ServerState {
         ServerState {
             addr,
             tls: None,
-            pool: Pool::per_worker(),
-            fcgi: Pool::shared(),
-            fcgi_waiting: AtomicU32::new(0),
-            fcgi_serves_all: false,
-            fcgi_seats: Arc::default(),
+            conns: ConnSlot::default(),
             health: Mutex::new(Health::new()),
             clean: AtomicBool::new(true),
             active: AtomicU32::new(0),
@@ -104,10 +87,10 @@ impl ServerState {
         self.tls.as_ref().map(TlsTarget::host)
     }
 
-    /// A server of rein's own FastCGI app (see `fcgi_serves_all`).
-    pub fn own_fastcgi(addr: ServerAddr) -> Self {
+    /// A server whose connections are set up from the start (an app instance's, which rein knows more of).
+    pub(crate) fn with_conns(addr: ServerAddr, conns: impl Conns) -> Self {
         ServerState {
-            fcgi_serves_all: true,
+            conns: ConnSlot::filled(conns),
             ..ServerState::new(addr)
         }
     }
@@ -167,7 +150,7 @@ impl ServerState {
 
     /// FastCGI requests queued on a busy connection ([`Member::pipelining`]).
     pub fn pipelined(&self) -> u64 {
-        self.fcgi_seats.rides()
+        self.conns.get().map_or(0, |c| c.pipelined())
     }
 
     pub fn connections_opened(&self) -> u64 {
@@ -175,7 +158,14 @@ impl ServerState {
     }
 
     pub fn idle_connections(&self) -> usize {
-        self.pool.idle_count() + self.fcgi.idle_count()
+        self.conns.get().map_or(0, |c| c.idle())
+    }
+
+    /// Closes every idle connection to it (an app instance about to stop).
+    pub fn close_idle(&self) {
+        if let Some(conns) = self.conns.get() {
+            conns.clear();
+        }
     }
 }
 
@@ -717,8 +707,9 @@ async fn sweep(upstream: WeakUpstream) {
     while let Some(upstream) = ticker.next().await {
         let idle = upstream.conf.timeouts.idle;
         for member in upstream.members().iter() {
-            member.state.pool.expire(idle);
-            member.state.fcgi.expire(idle);
+            if let Some(conns) = member.state.conns.get() {
+                conns.expire(idle);
+            }
         }
     }
 }
