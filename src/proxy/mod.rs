@@ -18,14 +18,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Method, Response, StatusCode};
-use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::TokioIo;
 
 use crate::body::{self as rbody, Body};
 use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::link::{ExchangeError, SendError};
 use crate::request::RequestInfo;
-use crate::server::ConnState;
+use crate::server::{ClientUpgrade, ConnState};
 use crate::upstream::{ServerState, Slot, Upstream};
 pub(crate) use body::{Gathered, Held};
 use body::{Upload, UploadWatch};
@@ -37,7 +35,7 @@ use retry::Failed;
 pub struct Outgoing<'a> {
     pub request: &'a RequestInfo,
     pub body: Option<crate::server::RequestBody>,
-    pub upgrade: Option<OnUpgrade>,
+    pub upgrade: Option<ClientUpgrade>,
     pub max_body_size: u64,
     pub state: &'a Arc<ConnState>,
 }
@@ -288,7 +286,7 @@ fn respond(
     response: Response<ResponseBody>,
     slot: Slot,
     upgrading: bool,
-    client: Option<OnUpgrade>,
+    client: Option<ClientUpgrade>,
     uploading: bool,
 ) -> Result<Response<Body>, ProxyError> {
     let (mut parts, mut answer) = response.into_parts();
@@ -310,10 +308,9 @@ fn respond(
 }
 
 /// Copies bytes both ways between the client and the server after an upgrade, until either side closes.
-async fn tunnel(client: OnUpgrade, mut server: Upgraded, slot: Slot) {
-    match client.await {
-        Ok(client) => {
-            let mut client = TokioIo::new(client);
+async fn tunnel(client: ClientUpgrade, mut server: Upgraded, slot: Slot) {
+    match client.connection().await {
+        Ok(mut client) => {
             if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut server).await {
                 tracing::debug!(server = %slot.server.addr, error = %e, "upgraded connection ended");
             }
