@@ -22,6 +22,7 @@ pub mod fuzz;
 mod fuzz_rng;
 pub(crate) mod history;
 pub(crate) mod http1;
+pub(crate) mod link;
 pub(crate) mod log_file;
 pub(crate) mod log_limit;
 pub(crate) mod proxy;

@@ -125,7 +125,7 @@ pub struct FastCgi {
 
 pub enum FastCgiServer {
     /// One server, reached through the one-server upstream under [`FastCgiServer::key`] in `proxies`.
-    Address(crate::upstream::conf::ServerAddr),
+    Address(crate::link::ServerAddr),
     /// `upstreams/NAME`.
     Upstream(String),
 }

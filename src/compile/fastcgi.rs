@@ -14,9 +14,9 @@ use serde_json::{Map, Value};
 
 use crate::config::walk::{known_keys, object, string};
 use crate::config::{ConfigError, JsonPath};
+use crate::link::ServerAddr;
 use crate::scripts::PhpTarget;
 use crate::snapshot::{FastCgi, FastCgiServer};
-use crate::upstream::conf::ServerAddr;
 
 const KEYS: &[&str] = &["server", "root", "index", "script", "params"];
 

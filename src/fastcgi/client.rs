@@ -25,10 +25,10 @@ use super::params::Params;
 use super::pipeline::{Counted, Handover};
 use super::record::{DecodeError, Decoder, ProtocolStatus, Record, RecordType};
 use crate::body::Body;
-use crate::upstream::ExchangeError;
-use crate::upstream::conf::ServerAddr;
-use crate::upstream::socket::{Acks, Io};
-use crate::upstream::stall::Stall;
+use crate::link::ExchangeError;
+use crate::link::ServerAddr;
+use crate::link::socket::{Acks, Io};
+use crate::link::stall::Stall;
 use crate::workers;
 
 /// Why an exchange failed.
@@ -91,7 +91,7 @@ impl From<Error> for io::Error {
 }
 
 /// A failed [`Conn::send`].
-pub type SendError = crate::upstream::SendError<Error>;
+pub type SendError = crate::link::SendError<Error>;
 
 /// A connection to a FastCGI server, idle between requests.
 pub struct Conn {

@@ -22,7 +22,7 @@ use super::record::{
     self, Decoder, HEADER_LEN, KEEP_CONN, ProtocolStatus, Record, RecordType, Role,
 };
 use crate::body::Body;
-use crate::upstream::stall::Stall;
+use crate::link::stall::Stall;
 
 /// The one request id: a connection carries one request at a time (PHP-FPM does not multiplex).
 pub(super) const REQUEST_ID: u16 = 1;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt;
 
 use super::{Cgi, Conn, Params, Script, connect, request_params};
+use crate::link::ServerAddr;
 use crate::request::RequestInfo;
-use crate::upstream::conf::ServerAddr;
 
 const FPM: &str = "/usr/sbin/php-fpm8.2";
 

@@ -11,7 +11,7 @@ use crate::fastcgi::client::tests::{
 use crate::fastcgi::client::{Conn, Error};
 use crate::fastcgi::exchange::encode_bodiless;
 use crate::fastcgi::params::Params;
-use crate::upstream::conf::ServerAddr;
+use crate::link::ServerAddr;
 
 /// Waits until an exchange on `seats` has offered a seat, then rides it with `request`.
 async fn ride(seats: &Seats, request: &Params) -> Ride {

@@ -22,11 +22,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::chunked::{self, ChunkError, Decoded, Decoder};
 use super::head::{Framing, HeadError, RequestHead, ResponseHead, parse_response};
 use crate::body::Body;
-use crate::upstream::ExchangeError;
-use crate::upstream::conf::ServerAddr;
-use crate::upstream::socket::{Acks, Io};
-use crate::upstream::stall::Stall;
-use crate::upstream::tls::TlsTarget;
+use crate::link::ExchangeError;
+use crate::link::ServerAddr;
+use crate::link::socket::{Acks, Io};
+use crate::link::stall::Stall;
+use crate::link::tls::TlsTarget;
 
 /// Room made in the read buffer before a read, at first; doubled while reads fill it, up to [`MAX_READ`].
 const FIRST_READ: usize = 8 * 1024;
@@ -77,7 +77,7 @@ impl From<Error> for io::Error {
 }
 
 /// A failed [`Conn::send`].
-pub type SendError = crate::upstream::SendError<Error>;
+pub type SendError = crate::link::SendError<Error>;
 
 /// A connection to an HTTP server, idle between requests.
 pub struct Conn {

@@ -35,7 +35,7 @@ pub enum ProxyError {
 impl ProxyError {
     /// A failed connect: a timeout is a 504, anything else a 502.
     pub fn connect(
-        server: &crate::upstream::conf::ServerAddr,
+        server: &crate::link::ServerAddr,
         timeout: std::time::Duration,
         source: std::io::Error,
     ) -> Self {

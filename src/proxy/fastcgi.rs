@@ -10,13 +10,15 @@ use http::Response;
 use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 
+use super::conns::ServerConns;
+use super::pool::Pooled;
 use super::retry::{self, Failed};
 use super::{
     Gathered, Held, Outgoing, ProxyError, broken, client_ip, is_idempotent, send_failed, upload,
 };
 use crate::body::{self as rbody, Body};
 use crate::fastcgi::{self, Conn, Params, ResponseBody, Script};
-use crate::upstream::{Pooled, ServerState, Slot, Upstream};
+use crate::upstream::{ServerState, Slot, Upstream};
 
 impl Pooled for Conn {
     fn is_closed(&mut self) -> bool {
@@ -132,8 +134,9 @@ async fn attempt(
     let timeouts = upstream.conf.timeouts;
     // A server given `max_connections` is taken at its word: it serves that many connections at once (set to
     // PHP-FPM's `pm.max_children`), and rein never has more open, so every connection may be kept.
-    let serves_all = server.fcgi_serves_all || slot.limit.is_some();
-    let pooled = server
+    let conns = ServerConns::of(&server);
+    let serves_all = conns.fcgi_serves_all || slot.limit.is_some();
+    let pooled = conns
         .fcgi
         .take(timeouts.idle)
         .and_then(|c| c.into_this_worker().ok());
@@ -147,7 +150,7 @@ async fn attempt(
                     server.opened();
                     // Idle connections hold workers that this new one may be queued behind: let them go.
                     if !serves_all {
-                        server.fcgi.clear();
+                        conns.fcgi.clear();
                     }
                     (conn, Some(waiting))
                 }
@@ -184,9 +187,10 @@ fn pool_after(
     response.body_mut().on_reuse(move |conn: Conn| {
         // A request waiting on a new connection may be queued behind this one's worker (PHP-FPM
         // workers stay with a kept-alive connection until it closes): closing frees the worker.
-        if serves_all || pool.fcgi_waiting.load(Ordering::Relaxed) == 0 {
-            pool.fcgi.put(conn);
-            pool.fcgi_seats.freed();
+        let conns = ServerConns::of(&pool);
+        if serves_all || conns.fcgi_waiting.load(Ordering::Relaxed) == 0 {
+            conns.fcgi.put(conn);
+            conns.fcgi_seats.freed();
         }
     });
     response
@@ -197,18 +201,22 @@ mod pipelined;
 /// Counts a request waiting for its answer on a connection it is opening or just opened, which the server
 /// may not have accepted yet: PHP-FPM's workers stay with a kept-alive connection until it closes, so while
 /// one waits, finished connections are closed rather than pooled, and the idle ones are let go (unless the
-/// server serves all its connections at once: `ServerState::fcgi_serves_all`).
+/// server serves all its connections at once: `ServerConns::fcgi_serves_all`).
 struct Waiting(Arc<ServerState>);
 
 impl Waiting {
     fn new(server: &Arc<ServerState>) -> Self {
-        server.fcgi_waiting.fetch_add(1, Ordering::Relaxed);
+        ServerConns::of(server)
+            .fcgi_waiting
+            .fetch_add(1, Ordering::Relaxed);
         Waiting(server.clone())
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.fcgi_waiting.fetch_sub(1, Ordering::Relaxed);
+        ServerConns::of(&self.0)
+            .fcgi_waiting
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }

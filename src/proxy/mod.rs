@@ -3,9 +3,11 @@
 //! upstreams and their health.
 
 mod body;
+pub(crate) mod conns;
 mod error;
 pub mod fastcgi;
 pub mod headers;
+mod pool;
 pub(crate) mod retry;
 #[cfg(test)]
 mod retry_tests;
@@ -16,16 +18,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Method, Response, StatusCode};
-use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::TokioIo;
 
 use crate::body::{self as rbody, Body};
 use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
+use crate::link::{ExchangeError, SendError};
 use crate::request::RequestInfo;
-use crate::server::ConnState;
-use crate::upstream::{ExchangeError, SendError, ServerState, Slot, Upstream};
+use crate::server::{ClientUpgrade, ConnState};
+use crate::upstream::{ServerState, Slot, Upstream};
 pub(crate) use body::{Gathered, Held};
 use body::{Upload, UploadWatch};
+use conns::ServerConns;
 pub use error::ProxyError;
 use retry::Failed;
 
@@ -33,7 +35,7 @@ use retry::Failed;
 pub struct Outgoing<'a> {
     pub request: &'a RequestInfo,
     pub body: Option<crate::server::RequestBody>,
-    pub upgrade: Option<OnUpgrade>,
+    pub upgrade: Option<ClientUpgrade>,
     pub max_body_size: u64,
     pub state: &'a Arc<ConnState>,
 }
@@ -141,7 +143,7 @@ async fn attempt_one(
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
-    let (conn, reused) = match server.pool.take(timeouts.idle) {
+    let (conn, reused) = match ServerConns::of(&server).http.take(timeouts.idle) {
         Some(conn) => (conn, true),
         None => match http1::connect(&server.addr, server.tls.as_ref(), timeouts.connect).await {
             Ok(conn) => {
@@ -166,7 +168,7 @@ async fn attempt_one(
             let pool = server.clone();
             response
                 .body_mut()
-                .on_reuse(move |conn| pool.pool.put(conn));
+                .on_reuse(move |conn| ServerConns::of(&pool).http.put(conn));
             Ok((response, slot))
         }
         Err(e) => Err(send_failed(&slot, e, reused)),
@@ -284,7 +286,7 @@ fn respond(
     response: Response<ResponseBody>,
     slot: Slot,
     upgrading: bool,
-    client: Option<OnUpgrade>,
+    client: Option<ClientUpgrade>,
     uploading: bool,
 ) -> Result<Response<Body>, ProxyError> {
     let (mut parts, mut answer) = response.into_parts();
@@ -306,10 +308,9 @@ fn respond(
 }
 
 /// Copies bytes both ways between the client and the server after an upgrade, until either side closes.
-async fn tunnel(client: OnUpgrade, mut server: Upgraded, slot: Slot) {
-    match client.await {
-        Ok(client) => {
-            let mut client = TokioIo::new(client);
+async fn tunnel(client: ClientUpgrade, mut server: Upgraded, slot: Slot) {
+    match client.connection().await {
+        Ok(mut client) => {
             if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut server).await {
                 tracing::debug!(server = %slot.server.addr, error = %e, "upgraded connection ended");
             }

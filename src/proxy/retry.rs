@@ -4,8 +4,8 @@
 //! A request whose connection failed before any byte was sent is always tried again on another server;
 //! once sent, it is tried again only if it is replayable (an idempotent method with no body). Attempts are
 //! bounded by `retries.tries` and `retries.timeout` (a retry's wait for a server included). When no server is
-//! available, the request waits up to `queue_timeout` for one (a restarting backend) before 503, in line: a
-//! newcomer queues behind requests already waiting instead of taking the slot one of them was woken for. A
+//! available, the request waits up to `queue_timeout` for one (a restarting backend) before 503, admitted by
+//! its upstream ([`crate::upstream::Upstream::acquire`]). A
 //! send on a reused keep-alive connection that the server had already closed is no fault of the server's: it
 //! is retried at no cost to `tries`.
 
@@ -14,12 +14,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
-
 use super::ProxyError;
 use super::body::UploadWatch;
 use crate::body::Body;
-use crate::upstream::{ServerState, Slot, Upstream};
+use crate::upstream::{ServerState, Slot, Upstream, Wanted};
 
 /// Sends on reused connections that the server turned out to have closed, retried at no cost to `tries`.
 const MAX_STALE: u32 = 4;
@@ -49,7 +47,7 @@ impl Failed {
 
     /// A connect that failed: nothing reached the server, and the body may go to the next one.
     pub fn connect(
-        server: &crate::upstream::conf::ServerAddr,
+        server: &crate::link::ServerAddr,
         timeout: Duration,
         source: std::io::Error,
         unsent: Option<Body>,
@@ -100,7 +98,12 @@ where
             break;
         }
         let limit = retrying.then_some(budget_ends);
-        let Some(slot) = wait_for_server(upstream, plan.client, &excluded, limit).await else {
+        let wanted = Wanted {
+            client: plan.client,
+            excluded: &excluded,
+            limit,
+        };
+        let Some(slot) = upstream.acquire(wanted).await else {
             break;
         };
         if retrying {
@@ -138,84 +141,4 @@ where
         }
     }
     Err(last_error)
-}
-
-/// How long a request in line waits at most before looking for a server again, woken or not.
-const RELOOK: Duration = Duration::from_millis(100);
-
-/// A server to send to: one available now, or the first to become available within `queue_timeout` (and
-/// before `limit`, the end of a retrying request's time budget).
-/// Servers this request already failed on are not candidates: an application instance that just died may
-/// still be listed for a moment, and its replacement is worth the wait. Fixed servers that all failed it
-/// leave nothing to wait for.
-pub(crate) async fn wait_for_server(
-    upstream: &Arc<Upstream>,
-    client: Option<IpAddr>,
-    excluded: &[Arc<ServerState>],
-    limit: Option<tokio::time::Instant>,
-) -> Option<Slot> {
-    if upstream.exhausted(excluded) {
-        return None;
-    }
-    let first_try = excluded.is_empty();
-    // The common case: nobody in line and a server free. Nothing to register for, no clock to read.
-    let behind = first_try && upstream.queued() > 0;
-    if !behind && let Some(found) = upstream.pick(client, excluded) {
-        return Some(found);
-    }
-    let _waiting = upstream.waiting();
-    let queued_until = tokio::time::Instant::now() + upstream.conf.queue_timeout;
-    let deadline = limit.map_or(queued_until, |l| l.min(queued_until));
-    let mut in_line = None;
-    loop {
-        // Register interest before looking, so a change between the look and the wait is not missed.
-        let changed = upstream.changed.notified();
-        let freed = match first_try {
-            true => upstream.line.freed(),
-            false => upstream.retrying.notified(),
-        };
-        tokio::pin!(changed, freed);
-        changed.as_mut().enable();
-        freed.as_mut().enable();
-        // A newcomer does not take the slot a waiting request was woken for: it queues behind them.
-        let behind = first_try && in_line.is_none() && upstream.queued() > 0;
-        if !behind && let Some(found) = upstream.pick(client, excluded) {
-            // A wake-up that reached this request after it registered (or a permit left in its lane) is
-            // taken up here, not in the wait below: count it, or slots would seem to have a request on the
-            // way to them for ever after.
-            let took_wake_up = first_try && freed.as_mut().now_or_never().is_some();
-            if took_wake_up {
-                upstream.line.woken();
-            }
-            // Dropped, such a wake-up would have gone on to the next request; taken up, its slot may still
-            // be free: handed on like a slot left behind by a request leaving the line.
-            if in_line.take().is_some() || took_wake_up {
-                upstream.pass_on_room();
-            }
-            return Some(found);
-        }
-        if upstream.exhausted(excluded) {
-            return None;
-        }
-        if first_try && in_line.is_none() {
-            in_line = Some(upstream.in_line());
-        }
-        // Looked at again now and then, whatever wakes it: a wake-up lost to a race costs at most this.
-        let relook = tokio::time::Instant::now() + RELOOK;
-        let wake = upstream
-            .next_return()
-            .map(tokio::time::Instant::from_std)
-            .map_or(deadline, |t| t.min(deadline))
-            .min(relook);
-        if tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::select! {
-            _ = &mut changed => {}
-            _ = &mut freed => if first_try {
-                upstream.line.woken();
-            },
-            _ = tokio::time::sleep_until(wake) => {}
-        }
-    }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::ProxyError;
 use super::retry::{Failed, Plan, run};
 use crate::body::{self as rbody, Body};
-use crate::upstream::conf::{Retries, ServerAddr, ServerConf, UpstreamConf};
+use crate::link::ServerAddr;
+use crate::upstream::conf::{Retries, ServerConf, UpstreamConf};
 use crate::upstream::{Member, ServerState, Slot, Upstream};
 
 /// An upstream over `n` servers of one slot each, with these retry limits and no passive health.

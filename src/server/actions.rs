@@ -14,8 +14,6 @@ use http_body_util::BodyExt;
 
 use std::sync::Arc;
 
-use hyper::upgrade::OnUpgrade;
-
 use super::Published;
 use super::timeouts::ConnState;
 use crate::body::{self, Body};
@@ -53,7 +51,7 @@ pub struct Ctx<'a> {
     pub request: &'a mut RequestInfo,
     pub body: Option<super::RequestBody>,
     /// The client side of a protocol upgrade, for a proxied WebSocket.
-    pub upgrade: Option<OnUpgrade>,
+    pub upgrade: Option<super::ClientUpgrade>,
     pub state: &'a Arc<ConnState>,
     pub shared: &'a super::Shared,
     /// The counters of the upstream or application the request was handed to, if any.
@@ -361,19 +359,6 @@ impl<'a> Ctx<'a> {
             }
         }
     }
-}
-
-/// Whether a client body failed by `body_read_timeout` (the socket wrapper's `TimedOut`) rather than by
-/// malformed framing or a disconnect.
-pub(crate) fn is_timeout(e: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::TimedOut;
-        }
-        source = s.source();
-    }
-    false
 }
 
 fn return_response(status: StatusCode, location: Option<String>) -> Response<Body> {

@@ -8,8 +8,8 @@ use std::time::{Instant, SystemTime};
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper::upgrade::OnUpgrade;
 
+use super::ClientUpgrade;
 use super::conn::ConnInfo;
 use super::request_body::{BodyClock, RequestBody};
 use super::tracked::{Books, Meter, Tracked};
@@ -53,7 +53,7 @@ pub async fn handle(
             (closing(actions::error(StatusCode::BAD_REQUEST)), None)
         }
         (Ok(()), None) => {
-            let upgrade = parts.extensions.remove::<OnUpgrade>();
+            let upgrade = ClientUpgrade::take(&mut parts.extensions);
             route(&published, &mut request, body, upgrade, &info, &shared).await
         }
     };
@@ -70,7 +70,7 @@ async fn route(
     published: &Published,
     request: &mut RequestInfo,
     body: Incoming,
-    upgrade: Option<OnUpgrade>,
+    upgrade: Option<ClientUpgrade>,
     info: &Arc<ConnInfo>,
     shared: &Shared,
 ) -> (Response<Body>, Option<Arc<TargetStats>>) {

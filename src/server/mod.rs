@@ -19,6 +19,7 @@ mod status;
 mod timeouts;
 mod tracked;
 mod unfinished_head;
+mod upgrade;
 mod validate;
 mod wire_headers;
 
@@ -39,6 +40,7 @@ pub use actions::error as error_page;
 pub(crate) use request_body::RequestBody;
 pub use status::Counters;
 pub use timeouts::ConnState;
+pub(crate) use upgrade::ClientUpgrade;
 
 /// A snapshot as served: with its open access log and its upstreams' run-time state.
 pub struct Published {

@@ -1,4 +1,5 @@
-//! The client's request body with a clock of its own, carried with the request.
+//! The client's request body with a clock of its own, carried with the request: the type the actions, the
+//! proxy and its bodies read, with errors of rein's own; hyper's body stays inside it.
 //!
 //! On HTTP/1.1 the socket wrapper ([`super::timeouts`]) times the gaps between a body's reads, since one
 //! request owns the connection. On HTTP/2 many bodies share it, so each request's body keeps its own
@@ -21,8 +22,12 @@ use super::conn::ConnInfo;
 /// Why a request body could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
-    #[error(transparent)]
-    Client(#[from] hyper::Error),
+    /// The client's side failed: malformed framing, a disconnect, or the socket's `body_read_timeout`.
+    #[error("{source}")]
+    Client {
+        source: Box<dyn std::error::Error + Send + Sync>,
+        timed_out: bool,
+    },
     #[error("body_read_timeout: no data from the client")]
     Stalled,
     #[error("the client sends its body slower than body_min_rate")]
@@ -33,10 +38,31 @@ impl BodyError {
     /// A timeout of the client's (answered 408), rather than a broken body (400).
     pub fn is_timeout(&self) -> bool {
         match self {
-            BodyError::Client(e) => super::actions::is_timeout(e),
+            BodyError::Client { timed_out, .. } => *timed_out,
             BodyError::Stalled | BodyError::TooSlow => true,
         }
     }
+
+    /// The error of hyper's body, told a timeout or not once, here.
+    fn client(e: hyper::Error) -> Self {
+        BodyError::Client {
+            timed_out: timed_out(&e),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// Whether a client body failed by `body_read_timeout` (the socket wrapper's `TimedOut`) rather than by
+/// malformed framing or a disconnect.
+fn timed_out(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// What a body's clock enforces.
@@ -149,7 +175,7 @@ impl HttpBody for RequestBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::client(e)))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.poll_clock(cx) {
                 Poll::Ready(why) => Poll::Ready(Some(Err(why))),

@@ -25,8 +25,9 @@ use super::php::{self, Launch};
 use super::spawn::{self, AppSocket, Output, SpawnSpec};
 use super::watch;
 use super::{AppView, Paths, ReloadCounts};
+use crate::link::ServerAddr;
+use crate::proxy::conns::ServerConns;
 use crate::stats::counters::{AppStats, RestartCause};
-use crate::upstream::conf::ServerAddr;
 use crate::upstream::{Member, ServerState, Upstream};
 
 /// What the rest of rein asks of a running application.
@@ -381,7 +382,7 @@ impl Runner {
         );
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match self.conf.is_fastcgi() {
-            true => ServerState::own_fastcgi(server_addr(&addr)),
+            true => ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi()),
             false => ServerState::new(server_addr(&addr)),
         });
         self.instances.insert(
@@ -520,8 +521,7 @@ impl Runner {
     /// and withdrawn already, so nothing will use them, and it need not wait on them while it stops.
     fn stop(&mut self, id: InstanceId) {
         if let Some(instance) = self.instances.get(&id) {
-            instance.server.pool.clear();
-            instance.server.fcgi.clear();
+            instance.server.close_idle();
         }
         self.signal(id, self.conf.stop_signal);
     }

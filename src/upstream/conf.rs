@@ -15,9 +15,6 @@
 //! A server is an address or a `HOST:PORT` whose name is resolved at each new connection. With `tls` every
 //! server is reached over TLS (see [`super::tls`]).
 
-use std::fmt;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -27,72 +24,7 @@ use super::health::{ActiveRules, PassiveRules};
 use super::tls::{self, TlsConf};
 use crate::config::walk::{integer, known_keys, object, seconds, string};
 use crate::config::{ConfigError, JsonPath};
-
-/// Where a server listens.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ServerAddr {
-    Tcp(SocketAddr),
-    /// A DNS name and a port: resolved at each new connection, so a change of address is followed.
-    Name(String, u16),
-    Unix(PathBuf),
-}
-
-impl fmt::Display for ServerAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ServerAddr::Tcp(a) => write!(f, "{a}"),
-            ServerAddr::Name(host, port) => write!(f, "{host}:{port}"),
-            ServerAddr::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
-impl ServerAddr {
-    /// `IP:PORT`, `[IPv6]:PORT` or `unix:/path`.
-    pub fn parse(s: &str) -> Option<ServerAddr> {
-        match s.strip_prefix("unix:") {
-            Some(p) if p.starts_with('/') => Some(ServerAddr::Unix(PathBuf::from(p))),
-            Some(_) => None,
-            None => s.parse().ok().map(ServerAddr::Tcp),
-        }
-    }
-
-    /// What [`ServerAddr::parse`] takes, or `HOST:PORT` with a DNS name; the port may be left out when
-    /// `default_port` is given (a proxy URL's scheme says it).
-    pub fn parse_with_names(s: &str, default_port: Option<u16>) -> Option<ServerAddr> {
-        if let Some(addr) = ServerAddr::parse(s) {
-            return Some(addr);
-        }
-        if let Some(port) = default_port
-            && let Some(addr) = ServerAddr::parse(&with_port(s, port))
-        {
-            return Some(addr);
-        }
-        let (host, port) = match s.rsplit_once(':') {
-            Some((host, port)) => (host, port.parse().ok().filter(|p| *p != 0)?),
-            None => (s, default_port?),
-        };
-        tls::is_dns_name(host).then(|| ServerAddr::Name(host.to_ascii_lowercase(), port))
-    }
-
-    /// The TCP port, if it is a TCP server.
-    pub fn port(&self) -> Option<u16> {
-        match self {
-            ServerAddr::Tcp(a) => Some(a.port()),
-            ServerAddr::Name(_, port) => Some(*port),
-            ServerAddr::Unix(_) => None,
-        }
-    }
-}
-
-/// `IP` or `[IPv6]` with `:PORT` added, to be parsed as a socket address.
-fn with_port(host: &str, port: u16) -> String {
-    match host.parse::<std::net::Ipv6Addr>() {
-        // A bare IPv6 address is ambiguous with a port; only the bracketed form takes one.
-        Ok(_) => String::new(),
-        Err(_) => format!("{host}:{port}"),
-    }
-}
+use crate::link::ServerAddr;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConf {

@@ -1,20 +1,18 @@
-//! Upstreams at run time: servers with their connection pools, health and counters, a balancer, and the
-//! active health checks.
+//! Upstreams at run time: servers with their health and counters (and the proxy's connections to them, stored
+//! as is), a balancer, the admission of requests to the servers' slots, and the active health checks.
 //!
 //! Upstream state outlives configuration changes: [`Upstreams::build`] reuses an upstream whose configuration
-//! is unchanged as it is, and a server kept across a change keeps its pool and its health, so no connection to
-//! an unchanged server is dropped. Requests in flight hold the objects of the configuration they started on.
+//! is unchanged as it is, and a server kept across a change keeps its connections and its health, so no
+//! connection to an unchanged server is dropped. Requests in flight hold the objects of the configuration they started on.
 
+mod admission;
 pub mod balance;
 pub mod conf;
+pub(crate) mod conns;
 pub mod health;
 mod line;
-mod pool;
-mod send_error;
 #[cfg(test)]
 mod slots_tests;
-pub mod socket;
-pub mod stall;
 pub mod tls;
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,40 +23,27 @@ use std::sync::{Arc, Mutex, Weak};
 use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-
 use crate::config::{ConfigError, JsonPath};
 use crate::stats::counters::TargetStats;
 use crate::stats::snapshot::{ServerStatus, UpstreamStatus};
 
+use crate::link::ServerAddr;
+use crate::link::tls::TlsTarget;
+use admission::Admission;
+pub(crate) use admission::Wanted;
 use balance::{Balancer, Candidate};
-use conf::{ServerAddr, UpstreamConf};
+use conf::UpstreamConf;
+use conns::{ConnSlot, Conns};
 use health::{Change, Health};
-use line::{InLine, Line};
-pub use pool::{Pool, Pooled};
-pub use send_error::{ExchangeError, SendError};
-use tls::{SystemRoots, TlsTarget};
+use tls::SystemRoots;
 
 /// One server of one upstream.
 pub struct ServerState {
     pub addr: ServerAddr,
     /// How to reach it over TLS, for a server of an upstream with `tls`.
     pub tls: Option<TlsTarget>,
-    /// Idle HTTP connections.
-    pub pool: Pool<crate::http1::Conn>,
-    /// Idle FastCGI connections (a server may be reached both ways: the pools are apart).
-    pub fcgi: Pool<crate::fastcgi::Conn>,
-    /// Requests waiting for an answer on a FastCGI connection they just opened.
-    pub fcgi_waiting: AtomicU32,
-    /// Whether every FastCGI connection to this server gets served at once: then a kept-alive connection
-    /// never holds a worker that another request's connection waits for, and connections are always kept.
-    /// True of rein's own apps: a PHP instance takes no more requests at once than it has workers, and the
-    /// Python adapter serves every connection. Unknown (false) for a FastCGI server rein did not start,
-    /// unless its upstream gives it a `max_connections` (see [`Slot::limit`]).
-    pub fcgi_serves_all: bool,
-    /// Seats on busy FastCGI connections, when its upstream lets requests queue on them
-    /// ([`Member::pipelining`]).
-    pub fcgi_seats: Arc<crate::fastcgi::pipeline::Seats>,
+    /// The proxy's connections to it, stored here to live as long as the server is kept.
+    pub(crate) conns: ConnSlot,
     health: Mutex<Health>,
     /// The health is clean ([`Health::is_clean`]): what every request asks, answered without the lock that
     /// the other worker threads take too. Written under that lock.
@@ -78,11 +63,7 @@ impl ServerState {
         ServerState {
             addr,
             tls: None,
-            pool: Pool::per_worker(),
-            fcgi: Pool::shared(),
-            fcgi_waiting: AtomicU32::new(0),
-            fcgi_serves_all: false,
-            fcgi_seats: Arc::default(),
+            conns: ConnSlot::default(),
             health: Mutex::new(Health::new()),
             clean: AtomicBool::new(true),
             active: AtomicU32::new(0),
@@ -106,10 +87,10 @@ impl ServerState {
         self.tls.as_ref().map(TlsTarget::host)
     }
 
-    /// A server of rein's own FastCGI app (see `fcgi_serves_all`).
-    pub fn own_fastcgi(addr: ServerAddr) -> Self {
+    /// A server whose connections are set up from the start (an app instance's, which rein knows more of).
+    pub(crate) fn with_conns(addr: ServerAddr, conns: impl Conns) -> Self {
         ServerState {
-            fcgi_serves_all: true,
+            conns: ConnSlot::filled(conns),
             ..ServerState::new(addr)
         }
     }
@@ -169,7 +150,7 @@ impl ServerState {
 
     /// FastCGI requests queued on a busy connection ([`Member::pipelining`]).
     pub fn pipelined(&self) -> u64 {
-        self.fcgi_seats.rides()
+        self.conns.get().map_or(0, |c| c.pipelined())
     }
 
     pub fn connections_opened(&self) -> u64 {
@@ -177,7 +158,14 @@ impl ServerState {
     }
 
     pub fn idle_connections(&self) -> usize {
-        self.pool.idle_count() + self.fcgi.idle_count()
+        self.conns.get().map_or(0, |c| c.idle())
+    }
+
+    /// Closes every idle connection to it (an app instance about to stop).
+    pub fn close_idle(&self) {
+        if let Some(conns) = self.conns.get() {
+            conns.clear();
+        }
     }
 }
 
@@ -216,25 +204,8 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.server.active.fetch_sub(1, Ordering::SeqCst);
-        // A freed slot may let a request waiting on `max_connections` go: one fresh request (one in line,
-        // preferably on this thread; waking them all for one slot would cost a pick per waiter per request),
-        // and every retry, whose excluded servers make it unlike the others. Nobody waiting, nothing to
-        // wake: a waiter counts itself before it looks for a server, so either it sees this slot free or this
-        // sees it waiting (both sides are sequentially consistent).
-        let waiting = self.upstream.waiting.load(Ordering::SeqCst) > 0;
-        self.upstream.line.release(self.lane, waiting);
-        if waiting {
-            self.upstream.retrying.notify_waiters();
-        }
-    }
-}
-
-/// A request counted as waiting for a server (see [`Upstream::waiting`]), until dropped.
-pub struct Waiter(Arc<Upstream>);
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        // A freed slot may let a request waiting on `max_connections` go.
+        self.upstream.admission.release(self.lane);
     }
 }
 
@@ -266,14 +237,8 @@ pub struct Upstream {
     /// The servers now: fixed by the configuration, or changed at run time for an application's instances.
     members: ArcSwap<Vec<Member>>,
     balancer: Mutex<Balancer>,
-    /// Signalled when a server may have become available (members changed, a server came back).
-    pub changed: Notify,
-    /// Requests waiting for their first server, and the wake-up of one of them when a slot is freed.
-    pub line: Line,
-    /// Requests waiting for a server, first or retry: a freed slot wakes someone only if there is one.
-    waiting: AtomicU32,
-    /// A slot was freed: wakes every request waiting for a server to retry on.
-    pub retrying: Notify,
+    /// Requests waiting for a server, and what wakes them.
+    admission: Admission,
     /// Whether the servers change at run time: a request that failed on every server may then wait for a new
     /// one; with fixed servers it would only wait for nothing.
     dynamic: bool,
@@ -323,10 +288,7 @@ impl Upstream {
             balancer: Mutex::new(Balancer::new(members.len())),
             members: ArcSwap::from_pointee(members),
             conf,
-            changed: Notify::new(),
-            line: Line::new(lanes),
-            waiting: AtomicU32::new(0),
-            retrying: Notify::new(),
+            admission: Admission::new(lanes),
             answered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             stats: crate::stats::registry().target(label),
@@ -366,7 +328,7 @@ impl Upstream {
     /// Replaces the servers (an application's instances coming and going); waiting requests look again.
     pub fn set_members(&self, members: Vec<Member>) {
         self.members.store(Arc::new(members));
-        self.changed.notify_waiters();
+        self.admission.changed();
     }
 
     /// An application is errored (crashing over and over; its next retry is up to `restart.backoff_max`
@@ -374,7 +336,7 @@ impl Upstream {
     /// the whole `queue_timeout`, and requests already waiting get theirs now.
     pub fn set_errored(&self, errored: bool) {
         if self.errored.swap(errored, Ordering::SeqCst) != errored && errored {
-            self.changed.notify_waiters();
+            self.admission.changed();
         }
     }
 
@@ -424,7 +386,7 @@ impl Upstream {
                 limit: member.max_connections,
                 pipelining: member.pipelining,
                 upstream: self.clone(),
-                lane: self.line.hold(),
+                lane: self.admission.hold(),
             };
             let over = member.slots().is_some_and(|max| before >= max);
             if over || slot.server.withdrawn.load(Ordering::SeqCst) {
@@ -440,25 +402,13 @@ impl Upstream {
         }
     }
 
-    /// Called by a request that waited in line and took a slot: if more slots are free than wake-ups are on
-    /// their way to, and requests are still in line, wakes one more.
-    ///
-    /// Each freed slot wakes one request, but a wake-up can be spent without the slot being taken: the woken
-    /// request can look just before a slot frees, while another takes the one it was woken for. Under load
-    /// with two worker threads (a WSGI app, `threads: 1`, behind 100 connections) that left one slot free for
-    /// seconds while one thread's lane was never woken, at half the rate; a test with two threads playing
-    /// workers (`slots_tests::every_lane_is_served_while_both_wait`) starved one lane in two runs out of eight.
-    /// Counting the wake-ups on their way keeps this from waking a request for a slot another is already
-    /// going to: that extra request would race for it, and the loser would go back to the end of its line
-    /// (PHP-FPM behind rein: p99 12–15 → 21–25 ms when every free slot woke one more).
-    pub fn pass_on_room(&self) {
-        if self.line.queued() > 0 && self.free_slots() > self.line.pending() {
-            self.line.wake_for_room();
-        }
+    /// A slot on a server, now or as soon as one can take the request (see [`Admission::acquire`]).
+    pub(crate) async fn acquire(self: &Arc<Self>, wanted: Wanted<'_>) -> Option<Slot> {
+        self.admission.acquire(self, wanted).await
     }
 
     /// Slots free now on servers that can take a request (`u32::MAX` for any without a connection limit).
-    fn free_slots(&self) -> u32 {
+    pub(super) fn free_slots(&self) -> u32 {
         let mut now = LazyNow::default();
         self.members
             .load()
@@ -473,19 +423,7 @@ impl Upstream {
 
     /// Requests waiting for their first server now.
     pub fn queued(&self) -> u32 {
-        self.line.queued()
-    }
-
-    /// Counts a request as waiting for a server, until the guard is dropped: from before its first look
-    /// that may fail, so that no slot freed meanwhile goes without a wake-up.
-    pub fn waiting(self: &Arc<Self>) -> Waiter {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        Waiter(self.clone())
-    }
-
-    /// Counts a request as waiting for its first server, until the guard is dropped.
-    pub fn in_line(&self) -> InLine<'_> {
-        self.line.join()
+        self.admission.queued()
     }
 
     /// Whether the configuration gave this upstream no server at all (`"servers": {}`): nothing will ever
@@ -557,7 +495,7 @@ impl Upstream {
             }
             Change::CameUp => {
                 tracing::info!(upstream = %self.name, server = %addr, by, "server available again");
-                self.changed.notify_waiters();
+                self.admission.changed();
             }
             Change::None => {}
         }
@@ -674,9 +612,9 @@ fn reuse_or_create(
         _ => None,
     };
     let fresh = |addr: &ServerAddr| {
-        let target = tls_config
-            .as_ref()
-            .and_then(|(config, tls)| TlsTarget::new(config.clone(), tls, addr));
+        let target = tls_config.as_ref().and_then(|(config, tls)| {
+            TlsTarget::new(config.clone(), tls.server_name.as_ref(), addr)
+        });
         Arc::new(match target {
             Some(target) => ServerState::with_tls(addr.clone(), target),
             None => ServerState::new(addr.clone()),
@@ -719,8 +657,9 @@ async fn sweep(upstream: WeakUpstream) {
     while let Some(upstream) = ticker.next().await {
         let idle = upstream.conf.timeouts.idle;
         for member in upstream.members().iter() {
-            member.state.pool.expire(idle);
-            member.state.fcgi.expire(idle);
+            if let Some(conns) = member.state.conns.get() {
+                conns.expire(idle);
+            }
         }
     }
 }

@@ -4,8 +4,19 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::conf::{ServerAddr, UpstreamConf};
-use super::{Member, ServerState, Upstream};
+use super::conf::UpstreamConf;
+use super::{Member, ServerState, Slot, Upstream, Wanted};
+use crate::link::ServerAddr;
+
+/// A slot for a first try, waiting up to the upstream's queue timeout.
+async fn acquire(upstream: &Arc<Upstream>) -> Option<Slot> {
+    let wanted = Wanted {
+        client: None,
+        excluded: &[],
+        limit: None,
+    };
+    upstream.acquire(wanted).await
+}
 
 fn one_server(max_connections: Option<u32>) -> (Arc<Upstream>, Arc<ServerState>) {
     let addr = ServerAddr::parse("127.0.0.1:9").expect("an address");
@@ -66,13 +77,11 @@ fn a_withdrawn_server_takes_no_new_request() {
 async fn a_newcomer_queues_behind_a_request_already_waiting() {
     use futures_util::FutureExt;
 
-    use crate::proxy::retry::wait_for_server;
-
     let (upstream, _) = one_server(Some(1));
     let held = upstream.pick(None, &[]).expect("the one slot");
     let waiter = tokio::spawn({
         let upstream = upstream.clone();
-        async move { wait_for_server(&upstream, None, &[], None).await.is_some() }
+        async move { acquire(&upstream).await.is_some() }
     });
     for _ in 0..1000 {
         if upstream.queued() > 0 {
@@ -83,7 +92,7 @@ async fn a_newcomer_queues_behind_a_request_already_waiting() {
     assert_eq!(upstream.queued(), 1, "the waiter is in line");
     // The slot is freed: the waiter is woken, but has not run yet when a newcomer looks.
     drop(held);
-    let mut newcomer = std::pin::pin!(wait_for_server(&upstream, None, &[], None));
+    let mut newcomer = std::pin::pin!(acquire(&upstream));
     assert!(
         newcomer.as_mut().now_or_never().is_none(),
         "the newcomer took the slot the waiting request was woken for"
@@ -115,16 +124,17 @@ fn a_request_leaving_the_line_wakes_another_for_a_slot_left_free() {
     use futures_util::FutureExt;
 
     let upstream = two_single_slot_servers(2);
+    let admission = &upstream.admission;
     // Lane 1 has a request in line; lane 0's request takes a slot, and the other slot is free.
-    let _in_line = upstream.line.join_at_for_test(1);
-    let mut woken = std::pin::pin!(upstream.line.freed_at_for_test(1));
+    let in_line = admission.line().join_at(1);
+    let mut woken = std::pin::pin!(in_line.told());
     woken.as_mut().enable();
     let _slot = upstream.pick(None, &[]).expect("a slot");
     assert!(
         woken.as_mut().now_or_never().is_none(),
         "nobody woke it yet"
     );
-    upstream.pass_on_room();
+    admission.pass_on_room(&upstream);
     assert!(
         woken.as_mut().now_or_never().is_some(),
         "the request in line is woken for the free slot"
@@ -136,35 +146,71 @@ fn a_slot_a_wake_up_is_on_its_way_to_wakes_nobody_else() {
     use futures_util::FutureExt;
 
     let upstream = two_single_slot_servers(2);
-    let _both_in_line = (
-        upstream.waiting(),
-        upstream.waiting(),
-        upstream.line.join_at_for_test(1),
-        upstream.line.join_at_for_test(1),
-    );
-    let mut first = std::pin::pin!(upstream.line.freed_at_for_test(1));
-    let mut second = std::pin::pin!(upstream.line.freed_at_for_test(1));
-    first.as_mut().enable();
-    second.as_mut().enable();
+    let admission = &upstream.admission;
+    let _both_waiting = (admission.count_waiting(), admission.count_waiting());
+    let first = admission.line().join_at(1);
+    let second = admission.line().join_at(1);
+    let mut first_told = std::pin::pin!(first.told());
+    let mut second_told = std::pin::pin!(second.told());
+    first_told.as_mut().enable();
+    second_told.as_mut().enable();
     let _held = upstream.pick(None, &[]).expect("a slot");
     // The other slot is freed: its wake-up goes to the first request in line, and is on its way.
     drop(upstream.pick(None, &[]).expect("the other slot"));
     assert!(
-        first.as_mut().now_or_never().is_some(),
+        first_told.as_mut().now_or_never().is_some(),
         "the first is woken"
     );
-    upstream.pass_on_room();
+    admission.pass_on_room(&upstream);
     assert!(
-        second.as_mut().now_or_never().is_none(),
+        second_told.as_mut().now_or_never().is_none(),
         "the second is not woken for the slot the first is going to"
+    );
+}
+
+/// Two requests in line for a server's two slots, both freed at once while neither request runs: both get
+/// a slot at that very moment, with no look by the clock. (Time is paused and the queue timeout is an
+/// hour: a request left without its wake-up would be let in only by a timer, and the clock would move.)
+#[tokio::test(start_paused = true)]
+async fn slots_freed_at_once_reach_every_request_in_line_without_the_clock() {
+    let addr = ServerAddr::parse("127.0.0.1:9").expect("an address");
+    let member = Member {
+        weight: 1.0,
+        max_connections: Some(2),
+        pipelining: false,
+        state: Arc::new(ServerState::new(addr.clone())),
+    };
+    let mut conf = UpstreamConf::to_one(addr);
+    conf.queue_timeout = std::time::Duration::from_secs(3600);
+    let upstream = Upstream::build_with_lanes("t", "t", conf, vec![member], false, 1);
+    let held = [
+        upstream.pick(None, &[]).expect("a slot"),
+        upstream.pick(None, &[]).expect("the other slot"),
+    ];
+    let start = tokio::time::Instant::now();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let upstream = upstream.clone();
+            tokio::spawn(async move { acquire(&upstream).await.is_some() })
+        })
+        .collect();
+    while upstream.queued() < 2 {
+        tokio::task::yield_now().await;
+    }
+    drop(held);
+    for waiter in waiters {
+        assert!(waiter.await.expect("no panic"), "a slot");
+    }
+    assert_eq!(
+        tokio::time::Instant::now(),
+        start,
+        "a request waited for a timer"
     );
 }
 
 #[test]
 fn every_lane_is_served_while_both_wait() {
     use std::sync::atomic::AtomicU64;
-
-    use crate::proxy::retry::wait_for_server;
 
     const TOTAL: u64 = 20_000;
     let upstream = two_single_slot_servers(2);
@@ -202,7 +248,7 @@ fn every_lane_is_served_while_both_wait() {
                             let (last, longest_without) = (last.clone(), longest_without.clone());
                             tokio::spawn(async move {
                                 while total.load(Ordering::SeqCst) < TOTAL {
-                                    let slot = wait_for_server(&upstream, None, &[], None).await;
+                                    let slot = acquire(&upstream).await;
                                     let slot = slot.expect("a slot within the queue timeout");
                                     let (tx, rx) = tokio::sync::oneshot::channel();
                                     server.send(tx).expect("the server thread");
@@ -249,13 +295,11 @@ fn app_upstream() -> Arc<Upstream> {
 async fn an_errored_app_without_instances_is_answered_at_once() {
     use futures_util::FutureExt;
 
-    use crate::proxy::retry::wait_for_server;
-
     let upstream = app_upstream();
     // A request that came while the app was still restarting waits for an instance...
     let waiter = tokio::spawn({
         let upstream = upstream.clone();
-        async move { wait_for_server(&upstream, None, &[], None).await.is_none() }
+        async move { acquire(&upstream).await.is_none() }
     });
     for _ in 0..1000 {
         if upstream.queued() > 0 {
@@ -268,7 +312,7 @@ async fn an_errored_app_without_instances_is_answered_at_once() {
     upstream.set_errored(true);
     let gave_up = tokio::time::timeout(std::time::Duration::from_secs(20), waiter).await;
     assert!(gave_up.expect("the waiter was answered").expect("no panic"));
-    let newcomer = wait_for_server(&upstream, None, &[], None).now_or_never();
+    let newcomer = acquire(&upstream).now_or_never();
     assert!(matches!(newcomer, Some(None)), "a newcomer waited");
     // An instance up again (a retry, a reload) takes requests even before the app stops being errored.
     let addr = ServerAddr::parse("127.0.0.1:9").expect("an address");
@@ -278,13 +322,13 @@ async fn an_errored_app_without_instances_is_answered_at_once() {
         pipelining: false,
         state: Arc::new(ServerState::new(addr)),
     }]);
-    let found = wait_for_server(&upstream, None, &[], None).now_or_never();
+    let found = acquire(&upstream).now_or_never();
     assert!(
         matches!(found, Some(Some(_))),
         "the instance was not picked"
     );
     upstream.set_errored(false);
     upstream.set_members(Vec::new());
-    let newcomer = wait_for_server(&upstream, None, &[], None).now_or_never();
+    let newcomer = acquire(&upstream).now_or_never();
     assert!(newcomer.is_none(), "a restarting app is worth waiting for");
 }

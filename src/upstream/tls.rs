@@ -1,5 +1,5 @@
-//! TLS to upstream servers: an upstream's `tls` option (and what an `https://` proxy target gets), the rustls
-//! client configuration it makes, and the handshake that puts a connection under the HTTP/1.1 client.
+//! TLS to upstream servers: an upstream's `tls` option (and what an `https://` proxy target gets) and the rustls
+//! client configuration it makes; each server's handshake is [`crate::link::tls::TlsTarget`]'s.
 //!
 //! ```json
 //! {"tls": {"ca": "/etc/rein/internal-ca.pem", "server_name": "api.internal"}}
@@ -16,13 +16,9 @@ use std::sync::Arc;
 
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, DnsName, ServerName};
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::client::TlsStream;
 
-use super::conf::ServerAddr;
 use crate::config::walk::{known_keys, object, string};
 use crate::config::{ConfigError, JsonPath};
 
@@ -55,11 +51,6 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<TlsConf, ConfigError> {
         conf.server_name = Some(name);
     }
     Ok(conf)
-}
-
-/// Whether `s` is a DNS name a server can be reached by.
-pub(crate) fn is_dns_name(s: &str) -> bool {
-    DnsName::try_from(s).is_ok()
 }
 
 /// Why an upstream's TLS settings could not be put to use.
@@ -155,73 +146,6 @@ fn read_ca(path: &Path) -> Result<RootCertStore, SetupError> {
         });
     }
     Ok(roots)
-}
-
-/// What connecting to one server over TLS needs.
-pub struct TlsTarget {
-    connector: TlsConnector,
-    name: ServerName<'static>,
-    /// The `Host` of requests to this server: the name, with the port unless it is 443.
-    host: String,
-}
-
-impl TlsTarget {
-    /// For the server at `addr` of an upstream with `conf`; `None` for a Unix socket without a name.
-    pub fn new(config: Arc<ClientConfig>, conf: &TlsConf, addr: &ServerAddr) -> Option<TlsTarget> {
-        let name = match (&conf.server_name, addr) {
-            (Some(name), _) => name.clone(),
-            (None, ServerAddr::Tcp(a)) => ServerName::IpAddress(a.ip().into()),
-            (None, ServerAddr::Name(host, _)) => ServerName::try_from(host.clone()).ok()?,
-            (None, ServerAddr::Unix(_)) => return None,
-        };
-        let host = host_field(&name, addr.port()?);
-        Some(TlsTarget {
-            connector: TlsConnector::from(config),
-            name,
-            host,
-        })
-    }
-
-    /// The `Host` field's value for requests to this server.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The TLS handshake on a connected socket. A failure names the server's name and says why (an
-    /// unknown authority, a certificate for another name, a server that does not speak TLS).
-    pub async fn handshake(&self, tcp: TcpStream) -> io::Result<TlsStream<TcpStream>> {
-        self.connector
-            .connect(self.name.clone(), tcp)
-            .await
-            .map_err(|e| {
-                let kind = match e.kind() {
-                    io::ErrorKind::TimedOut => io::ErrorKind::TimedOut,
-                    _ => io::ErrorKind::InvalidData,
-                };
-                let name = self.name.to_str().into_owned();
-                io::Error::new(kind, HandshakeError { name, source: e })
-            })
-    }
-}
-
-/// A failed handshake, with the name it was for.
-#[derive(Debug, thiserror::Error)]
-#[error("TLS handshake with {name} failed: {source}")]
-struct HandshakeError {
-    name: String,
-    source: io::Error,
-}
-
-/// `name[:port]` as a `Host` field: an IPv6 address in brackets, port 443 left out.
-fn host_field(name: &ServerName<'_>, port: u16) -> String {
-    let host = match name {
-        ServerName::IpAddress(rustls_pki_types::IpAddr::V6(_)) => format!("[{}]", name.to_str()),
-        _ => name.to_str().into_owned(),
-    };
-    match port {
-        443 => host,
-        port => format!("{host}:{port}"),
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use tokio_rustls::TlsAcceptor;
 
 use super::*;
 use crate::http1::{self, RequestHead};
+use crate::link::ServerAddr;
+use crate::link::tls::TlsTarget;
 use crate::upstream::conf::proxy_target;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -127,7 +129,7 @@ async fn serve(pki: &Pki, requests: usize) -> (ServerAddr, tokio::task::JoinHand
 
 fn target(conf: &TlsConf, addr: &ServerAddr) -> TlsTarget {
     let config = client_config(conf, &mut SystemRoots::default()).unwrap();
-    TlsTarget::new(config, conf, addr).unwrap()
+    TlsTarget::new(config, conf.server_name.as_ref(), addr).unwrap()
 }
 
 fn post(host: &str, len: usize) -> RequestHead {
@@ -339,7 +341,7 @@ fn the_host_of_a_tls_server_is_its_name_and_port_unless_443() {
     .unwrap();
     let host = |conf: &TlsConf, addr: &str| {
         let addr = ServerAddr::parse_with_names(addr, None).unwrap();
-        TlsTarget::new(config.clone(), conf, &addr)
+        TlsTarget::new(config.clone(), conf.server_name.as_ref(), &addr)
             .unwrap()
             .host()
             .to_owned()

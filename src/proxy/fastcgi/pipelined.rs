@@ -15,6 +15,7 @@ use super::{Failed, pool_after};
 use crate::body::Body;
 use crate::fastcgi::pipeline::Ride;
 use crate::fastcgi::{self, Conn, Params, ResponseBody};
+use crate::proxy::conns::ServerConns;
 use crate::proxy::{ProxyError, broken, send_failed};
 use crate::upstream::{Slot, Upstream};
 
@@ -40,7 +41,8 @@ pub(super) async fn attempt(
     let server = slot.server.clone();
     let timeouts = upstream.conf.timeouts;
     let max = slot.limit.unwrap_or(1);
-    let seats = &server.fcgi_seats;
+    let conns = ServerConns::of(&server);
+    let seats = &conns.fcgi_seats;
     let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     let mut records: Option<BytesMut> = None;
     let mut waiting_alone = None;
@@ -50,7 +52,7 @@ pub(super) async fn attempt(
         let changed = seats.changed();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        let idle = server.fcgi.take(timeouts.idle);
+        let idle = conns.fcgi.take(timeouts.idle);
         if let Some(conn) = idle.and_then(|c| c.into_this_worker().ok()) {
             return send(conn, true, slot, params, body, upstream).await;
         }

@@ -1,6 +1,6 @@
 //! Keep-alive connections to one server, kept idle for reuse up to the upstream's idle timeout and dropped
 //! when the server closes them. One pool per transport and server: HTTP connections ([`crate::http1`]) and
-//! FastCGI ones ([`crate::fastcgi`]).
+//! FastCGI ones ([`crate::fastcgi`]), both in the server's [`super::conns::ServerConns`].
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

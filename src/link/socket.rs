@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::client::TlsStream;
 
-use super::conf::ServerAddr;
+use super::addr::ServerAddr;
 use super::tls::TlsTarget;
 
 /// When a TCP connection acknowledges what it reads.
