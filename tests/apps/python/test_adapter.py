@@ -767,8 +767,14 @@ class AsgiTests(Common, unittest.TestCase):
     def test_malformed_ready_made_scope_closes_the_connection(self):
         with self.adapter.client() as client:
             client.begin(self.compact(["GET", "1.1", "http", "/scope"]))
-            client.send(record(STDIN, 1))
-            self.assertIsNone(client.read_record(), "closed without an answer: rein answers 502")
+            # The adapter may close as soon as it has read the scope, before the body's end is sent: the
+            # connection ends without an answer either way.
+            try:
+                client.send(record(STDIN, 1))
+                answer = client.read_record()
+            except (BrokenPipeError, ConnectionResetError):
+                answer = None
+            self.assertIsNone(answer, "closed without an answer: rein answers 502")
         self.assertEqual(self.get("/hello").status, 200, "the adapter still serves")
 
     def test_scope_https_root_path_and_body_headers(self):
