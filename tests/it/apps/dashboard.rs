@@ -89,6 +89,12 @@ fn the_dashboard_follows_the_server_live_and_reloads_an_app() {
         "the request count to climb",
         &format!("return Number(document.querySelector('#requests').textContent.replace(/,/g, '')) > {before} + 50"),
     );
+    // The route target's requests, from the metrics, by status class.
+    browser.wait_for(
+        "the app's route target with its 2xx count",
+        "const row = document.querySelector('[data-target=\"applications/py\"]'); \
+         return !!row && Number(row.cells[2].textContent.replace(/,/g, '')) > 0",
+    );
     if let Ok(path) = std::env::var("REIN_DASHBOARD_SCREENSHOT") {
         std::fs::write(path, browser.screenshot()).unwrap();
     }

@@ -29,7 +29,8 @@ function duration(s) {
 // ----- Prometheus text: request classes and the latency histogram, summed over every label set ----------
 
 function parseMetrics(body) {
-  const out = { classes: {}, buckets: new Map() };
+  // classes: requests by status class over every listener; byListener and byTarget: by name, then class.
+  const out = { classes: {}, buckets: new Map(), byListener: {}, byTarget: {} };
   if (!body) return out;
   for (const line of body.split("\n")) {
     if (!line || line[0] === "#") continue;
@@ -39,9 +40,13 @@ function parseMetrics(body) {
     const value = Number(valueText);
     const labels = {};
     for (const l of (labelText || "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
-    if (/_requests_total$/.test(name) && name.startsWith("rein_http")) {
-      const cls = Object.values(labels).find((v) => /^[1-5]xx$/.test(v));
-      if (cls) out.classes[cls] = (out.classes[cls] || 0) + value;
+    if (name === "rein_http_requests_total" && labels.code) {
+      out.classes[labels.code] = (out.classes[labels.code] || 0) + value;
+      const l = (out.byListener[labels.listener] ||= {});
+      l[labels.code] = value;
+    } else if (name === "rein_target_requests_total" && labels.code) {
+      const t = (out.byTarget[labels.target] ||= {});
+      t[labels.code] = value;
     } else if (/^rein_http_request_duration_seconds_bucket$/.test(name)) {
       const le = labels.le === "+Inf" ? Infinity : Number(labels.le);
       out.buckets.set(le, (out.buckets.get(le) || 0) + value);
@@ -115,6 +120,7 @@ function render(r) {
   }
   renderApps(s.applications || {});
   renderListeners(s.listeners || {});
+  renderTargets();
   renderUpstreams(s.upstreams || {});
   renderExits(s.applications || {});
   renderReloads(s.applications || {});
@@ -200,9 +206,32 @@ function renderInstances(tbody, name, instances) {
   }
 }
 
+// Requests per second of one name in `byListener` or `byTarget`, between the last two readings.
+function countRate(kind, name) {
+  const before = readings[readings.length - 2];
+  const now = readings[readings.length - 1];
+  if (!before || !now) return "";
+  const sum = (r) => Object.values((r.metrics[kind] || {})[name] || {}).reduce((a, b) => a + b, 0);
+  const secs = (now.at - before.at) / 1000;
+  return secs > 0 ? num(Math.max(0, sum(now) - sum(before)) / secs) : "";
+}
+
+function classCells(counts) {
+  return ["2xx", "3xx", "4xx", "5xx"].map((c) => `<td>${num(counts[c] || 0)}</td>`).join("");
+}
+
 function renderListeners(listeners) {
+  const by = readings[readings.length - 1].metrics.byListener;
   $("#listeners tbody").innerHTML = Object.entries(listeners)
-    .map(([name, l]) => `<tr><td>${esc(name)}</td><td>${esc(l.address)}</td></tr>`).join("");
+    .map(([name, l]) => `<tr><td>${esc(name)}</td><td>${esc(l.address)}</td><td>${countRate("byListener", name)}</td>
+      ${classCells(by[name] || {})}</tr>`).join("");
+}
+
+function renderTargets() {
+  const by = readings[readings.length - 1].metrics.byTarget;
+  const rows = Object.keys(by).sort().map((name) => `<tr data-target="${esc(name)}"><td>${esc(name)}</td>
+    <td>${countRate("byTarget", name)}</td>${classCells(by[name])}</tr>`);
+  $("#targets tbody").innerHTML = rows.join("") || '<tr><td colspan="6" class="empty">none yet</td></tr>';
 }
 
 function renderUpstreams(upstreams) {
