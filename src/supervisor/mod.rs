@@ -7,6 +7,8 @@
 //! applications, reload changed ones, stop removed ones, leave the rest alone.
 
 pub mod conf;
+mod executable;
+mod launch;
 pub mod layout;
 mod leftovers;
 pub(crate) mod logline;
@@ -171,7 +173,7 @@ impl Supervisor {
         let dir = conf.working_directory.as_deref();
         let file = match &conf.kind {
             AppKind::Python(_) => Some(self.python_adapter()),
-            AppKind::External if runner::is_node(&conf.executable, &conf.arguments, dir) => {
+            AppKind::External if launch::is_node(&conf.executable, &conf.arguments, dir) => {
                 self.node.as_ref().map(|(preload, _)| preload.clone())
             }
             _ => None,
@@ -194,7 +196,7 @@ impl Supervisor {
         let dir = conf.working_directory.as_deref();
         let user = conf.user.as_deref();
         let executable = |program: &Path, key: &str| {
-            spawn::check_executable(program, dir, user).map_err(|e| {
+            executable::check_executable(program, dir, user).map_err(|e| {
                 let key = if e.is_about_the_user() { "user" } else { key };
                 at.key(key).error(e.to_string())
             })
@@ -218,7 +220,7 @@ impl Supervisor {
                 // Started as an instance would be (environment, user, group), on a socket it never uses.
                 let paths = self.paths(name);
                 let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
-                let spec = runner::spec(name, conf, &paths, socket, 0)
+                let spec = launch::spec(name, conf, &paths, socket, 0)
                     .map_err(|e| at.key("type").error(e.to_string()))?;
                 tokio::task::block_in_place(|| python::check(&spec))
                     .map_err(|e| at.key("module").error(e.to_string()))

@@ -64,7 +64,7 @@ where
 /// A FastCGI server answers management records only once it accepts: PHP-FPM's master and the Python
 /// adapter after its import.
 async fn fastcgi_answers(addr: &AppSocket) -> bool {
-    let server = super::runner::server_addr(addr);
+    let server = super::launch::server_addr(addr);
     let attempt = async {
         let mut conn = crate::fastcgi::connect(&server, ATTEMPT).await.ok()?;
         conn.probe(ATTEMPT).await.ok()

@@ -24,7 +24,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -589,135 +589,6 @@ impl Spawner {
             .recv()
             .map_err(|_| io::Error::other("the spawner thread is gone"))?
     }
-}
-
-/// Why an app's executable cannot be run, found at configuration time. Each names the path or the user.
-#[derive(Debug, thiserror::Error)]
-pub enum ExecutableError {
-    #[error("no such user {0:?}")]
-    NoSuchUser(String),
-    #[error("user {name:?}: {source}")]
-    UserLookup { name: String, source: nix::Error },
-    #[error("the executable is empty")]
-    Empty,
-    #[error("executable {:?} not found in PATH ({search})", .name.display().to_string())]
-    NotInPath { name: PathBuf, search: String },
-    #[error("executable {} does not exist", .0.display())]
-    Missing(PathBuf),
-    #[error("executable {}: {source}", .path.display())]
-    Unreadable { path: PathBuf, source: io::Error },
-    #[error("executable {} is a directory, not a program", .0.display())]
-    Directory(PathBuf),
-    #[error("executable {} is not a regular file", .0.display())]
-    NotRegular(PathBuf),
-    #[error("executable {} is not executable by {whom} ({owner})", .path.display())]
-    NotExecutable {
-        path: PathBuf,
-        /// `rein's user` or `user "NAME"`.
-        whom: String,
-        owner: layout::Owner,
-    },
-}
-
-impl ExecutableError {
-    /// Whether the app's `user` is to blame rather than the program.
-    pub fn is_about_the_user(&self) -> bool {
-        matches!(self, Self::NoSuchUser(_) | Self::UserLookup { .. })
-    }
-}
-
-/// Validates an app's executable at configuration time and returns the path that will be run: a bare name
-/// is searched in [`DEFAULT_PATH`]-style `PATH` (rein's), a relative path is taken from `working_directory`.
-/// It must exist, be a regular file and be executable by `user` (rein's user when `None`).
-pub fn check_executable(
-    path: &Path,
-    working_directory: Option<&Path>,
-    user: Option<&str>,
-) -> Result<PathBuf, ExecutableError> {
-    let who = match user {
-        Some(name) => match User::from_name(name) {
-            Ok(Some(u)) => Some(u),
-            Ok(None) => return Err(ExecutableError::NoSuchUser(name.to_owned())),
-            Err(source) => {
-                return Err(ExecutableError::UserLookup {
-                    name: name.to_owned(),
-                    source,
-                });
-            }
-        },
-        None => None,
-    };
-    let bytes = path.as_os_str().as_bytes();
-    if bytes.is_empty() {
-        return Err(ExecutableError::Empty);
-    }
-    if !bytes.contains(&b'/') {
-        let search = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
-        let mut last = None;
-        for dir in std::env::split_paths(&search) {
-            let candidate = dir.join(path);
-            match check_file(&candidate, who.as_ref()) {
-                Ok(()) => return Ok(candidate),
-                Err(e) if candidate.exists() => last = Some(e),
-                Err(_) => {}
-            }
-        }
-        return Err(last.unwrap_or_else(|| ExecutableError::NotInPath {
-            name: path.to_owned(),
-            search: search.to_string_lossy().into_owned(),
-        }));
-    }
-    let full = match working_directory {
-        Some(dir) if path.is_relative() => dir.join(path),
-        _ => path.to_owned(),
-    };
-    check_file(&full, who.as_ref()).map(|()| full)
-}
-
-fn check_file(path: &Path, user: Option<&User>) -> Result<(), ExecutableError> {
-    let meta = std::fs::metadata(path).map_err(|source| match source.kind() {
-        io::ErrorKind::NotFound => ExecutableError::Missing(path.to_owned()),
-        _ => ExecutableError::Unreadable {
-            path: path.to_owned(),
-            source,
-        },
-    })?;
-    if meta.is_dir() {
-        return Err(ExecutableError::Directory(path.to_owned()));
-    }
-    if !meta.is_file() {
-        return Err(ExecutableError::NotRegular(path.to_owned()));
-    }
-    let allowed = match user {
-        Some(u) => {
-            let groups = CString::new(u.name.as_bytes())
-                .ok()
-                .and_then(|c| nix::unistd::getgrouplist(&c, u.gid).ok())
-                .unwrap_or_else(|| vec![u.gid]);
-            may_execute(&meta, u.uid, &groups)
-        }
-        None => nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok(),
-    };
-    if !allowed {
-        return Err(ExecutableError::NotExecutable {
-            path: path.to_owned(),
-            whom: user.map_or_else(
-                || "rein's user".to_owned(),
-                |u| format!("user {:?}", u.name),
-            ),
-            owner: layout::Owner::of(&meta),
-        });
-    }
-    Ok(())
-}
-
-/// The permission bits' verdict for `uid`/`groups` (root needs any x bit). Directory permissions on the
-/// way are not checked.
-fn may_execute(meta: &std::fs::Metadata, uid: Uid, groups: &[Gid]) -> bool {
-    if uid.is_root() {
-        return meta.mode() & 0o111 != 0;
-    }
-    layout::permits(meta, uid, groups, layout::EXECUTE)
 }
 
 /// Sends `sig` to the process group led by `pid` (every app process is a group leader: see [`spawn`]).

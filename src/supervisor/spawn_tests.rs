@@ -1,7 +1,9 @@
 //! Tests of `spawn`, kept beside it to keep both files readable.
 use super::*;
+use crate::supervisor::executable::check_executable;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -433,63 +435,6 @@ fn unknown_user_is_a_clear_error() {
     assert!(
         err.to_string()
             .contains("no such user \"no-such-user-rein\""),
-        "{err}"
-    );
-}
-
-#[test]
-fn check_executable_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("missing");
-    let err = check_executable(&missing, None, None)
-        .unwrap_err()
-        .to_string();
-    assert_eq!(
-        err,
-        format!("executable {} does not exist", missing.display())
-    );
-
-    let err = check_executable(dir.path(), None, None)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("is a directory"), "{err}");
-
-    let script = dir.path().join("app.sh");
-    std::fs::write(&script, "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let err = check_executable(&script, None, None)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("is not executable by") && err.contains("mode 644"),
-        "{err}"
-    );
-
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
-    assert_eq!(check_executable(&script, None, None).unwrap(), script);
-    // Relative to the working directory.
-    assert_eq!(
-        check_executable(Path::new("./app.sh"), Some(dir.path()), None).unwrap(),
-        dir.path().join("./app.sh")
-    );
-    // Owner-only: not executable by another user.
-    if Uid::effective().is_root() && User::from_name("nobody").ok().flatten().is_some() {
-        let err = check_executable(&script, None, Some("nobody"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("not executable by user \"nobody\""), "{err}");
-    }
-    // Bare names are searched in PATH.
-    assert!(
-        check_executable(Path::new("sh"), None, None)
-            .unwrap()
-            .ends_with("sh")
-    );
-    let err = check_executable(Path::new("no-such-program-rein"), None, None)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("\"no-such-program-rein\" not found in PATH"),
         "{err}"
     );
 }
