@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -20,8 +21,11 @@ pub struct Browser {
 
 impl Browser {
     pub fn start() -> Browser {
+        // Its own process group: Chromium's helper processes outlive a closed session and a killed driver, so
+        // the whole group is killed when the test ends.
         let mut driver = Command::new("chromedriver")
             .arg("--port=0")
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -140,7 +144,8 @@ impl Drop for Browser {
                 self.call("DELETE", &format!("/session/{session}"), None)
             }));
         }
-        let _ = self.driver.kill();
+        let group = nix::unistd::Pid::from_raw(-(self.driver.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.driver.wait();
     }
 }
