@@ -58,6 +58,19 @@ pub struct ChangeOptions<'a> {
     pub wait_for_apps: bool,
 }
 
+impl<'a> ChangeOptions<'a> {
+    /// A change asked for through the API: its precondition and dry run, answered once changed
+    /// applications serve.
+    pub fn asked(if_match: Option<&'a str>, dry_run: bool) -> Self {
+        ChangeOptions {
+            if_match,
+            dry_run,
+            startup: false,
+            wait_for_apps: true,
+        }
+    }
+}
+
 /// What rein starts with: the first document, where it came from, and how many applied documents to keep.
 pub struct Initial {
     pub doc: Value,

@@ -11,6 +11,7 @@ mod signals;
 mod status;
 mod tail;
 mod top;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

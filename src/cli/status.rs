@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use super::units::{bytes, duration};
+
 /// The whole status as text.
 pub(super) fn render(status: &Value) -> String {
     let mut out = String::new();
@@ -171,33 +173,6 @@ fn dash() -> String {
     "-".to_owned()
 }
 
-/// `3d 4h`, `5m 12s`, `42s`: the two largest units, as `pm2 ls` shows uptime.
-fn duration(seconds: f64) -> String {
-    let s = seconds.max(0.0) as u64;
-    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) => format!("{m}m {s}s"),
-        (0, _, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
-    }
-}
-
-/// `21.3 MB`: decimal units, one decimal.
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit < UNITS.len() - 1 {
-        value /= 1000.0;
-        unit += 1;
-    }
-    match unit {
-        0 => format!("{n} B"),
-        _ => format!("{value:.1} {}", UNITS[unit]),
-    }
-}
-
 /// Left-aligned columns, two spaces apart; a short row leaves its last cells empty.
 fn table(head: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
@@ -271,14 +246,5 @@ mod tests {
             ),
             "{text}"
         );
-    }
-
-    #[test]
-    fn units() {
-        assert_eq!(super::duration(42.9), "42s");
-        assert_eq!(super::duration(3.0 * 3600.0 + 61.0), "3h 1m");
-        assert_eq!(super::duration(2.0 * 86_400.0 + 3600.0), "2d 1h");
-        assert_eq!(super::bytes(999), "999 B");
-        assert_eq!(super::bytes(1_500_000_000), "1.5 GB");
     }
 }

@@ -28,10 +28,19 @@ pub(super) async fn root(call: Call) -> Response<Body> {
     )
 }
 
+/// What a write asks of the change: its `If-Match` list and whether it is a `?dry_run`.
+pub(super) fn preconditions<B>(req: &Request<B>) -> (Option<String>, bool) {
+    let dry_run = req.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| ["dry_run", "dry_run=1", "dry_run=true"].contains(&p))
+    });
+    (if_match(req.headers()), dry_run)
+}
+
 /// Every `If-Match` field line as one list: RFC 9110 §5.3 lets a client split a list over several lines, so
 /// reading only the first would refuse a write whose current tag came in another. A value that is not text
 /// stays in the list as something no tag matches, rather than dropping the precondition.
-pub(super) fn if_match(headers: &http::HeaderMap) -> Option<String> {
+fn if_match(headers: &http::HeaderMap) -> Option<String> {
     let mut lines = headers.get_all(header::IF_MATCH).iter().peekable();
     lines.peek()?;
     let values: Vec<&str> = lines.map(|v| v.to_str().unwrap_or("\0")).collect();
@@ -53,17 +62,8 @@ pub(super) async fn config(call: Call) -> Response<Body> {
             None => edit_error(EditError::NotFound),
         };
     }
-    let dry_run = req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| p == "dry_run" || p == "dry_run=1" || p == "dry_run=true")
-    });
-    let if_match = if_match(req.headers());
-    let opts = ChangeOptions {
-        if_match: if_match.as_deref(),
-        dry_run,
-        startup: false,
-        wait_for_apps: true,
-    };
+    let (if_match, dry_run) = preconditions(&req);
+    let opts = ChangeOptions::asked(if_match.as_deref(), dry_run);
     let result = match method {
         Method::PUT | Method::POST => {
             let value = match read_json(req).await {

@@ -9,7 +9,7 @@
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::api::{answer, change_answer, fail, if_match};
+use super::api::{answer, change_answer, fail, preconditions};
 use super::conn::RequestBody as Incoming;
 use super::routes::Call;
 use crate::body::Body;
@@ -116,17 +116,8 @@ async fn rollback(req: Request<Incoming>, engine: &Engine, id: &str) -> Response
     let Some(entry) = engine.history_entry(n).await else {
         return missing(id);
     };
-    let dry_run = req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| ["dry_run", "dry_run=1", "dry_run=true"].contains(&p))
-    });
-    let if_match = if_match(req.headers());
-    let opts = ChangeOptions {
-        if_match: if_match.as_deref(),
-        dry_run,
-        startup: false,
-        wait_for_apps: true,
-    };
+    let (if_match, dry_run) = preconditions(&req);
+    let opts = ChangeOptions::asked(if_match.as_deref(), dry_run);
     let doc = (*entry.doc).clone();
     let result = engine
         .change_from(

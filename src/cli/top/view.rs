@@ -8,6 +8,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 
 use super::model::{App, Screen, Server};
+use crate::cli::units::{bytes, duration};
 
 /// What the loop keeps between frames besides the readings.
 pub(super) struct Ui<'a> {
@@ -167,37 +168,4 @@ fn draw_log(frame: &mut Frame, area: Rect, ui: &Ui, lines: &[String]) {
     let text: Vec<Line> = tail.iter().map(|l| Line::from(l.clone())).collect();
     let block = Block::bordered().title(format!(" log: {name} "));
     frame.render_widget(Paragraph::new(text).block(block), area);
-}
-
-fn duration(secs: f64) -> String {
-    let s = secs as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..=86399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
-    }
-}
-
-fn bytes(n: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    match n {
-        0..1_048_576 => format!("{:.0} KiB", n as f64 / 1024.0),
-        _ => format!("{:.1} MiB", n as f64 / MIB),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{bytes, duration};
-
-    #[test]
-    fn durations_and_sizes_read_at_a_glance() {
-        assert_eq!(duration(42.9), "42s");
-        assert_eq!(duration(125.0), "2m05s");
-        assert_eq!(duration(7300.0), "2h01m");
-        assert_eq!(duration(90000.0), "1d01h");
-        assert_eq!(bytes(512 * 1024), "512 KiB");
-        assert_eq!(bytes(3 * 1024 * 1024 + 512 * 1024), "3.5 MiB");
-    }
 }
