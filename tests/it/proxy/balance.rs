@@ -169,7 +169,8 @@ fn ip_hash_keeps_a_client_on_one_server() {
 fn a_retry_after_a_refusal_is_not_a_turn_of_the_round_robin() {
     let rein = Rein::start();
     let good = Backend::python("B", "0", &[]);
-    let refusing = format!("127.0.0.1:{}", free_port());
+    let held = Refusing::new();
+    let refusing = held.addr().to_owned();
     let addr = serve_upstream(
         &rein,
         json!({

@@ -157,6 +157,31 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A loopback address where connections are refused, for as long as the value lives: a socket bound there but
+/// not listening. A port merely found free may be handed to the next socket bound, even the test's own backend.
+struct Refusing {
+    _socket: socket2::Socket,
+    addr: String,
+}
+
+impl Refusing {
+    fn new() -> Refusing {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        socket.bind(&any.into()).unwrap();
+        let addr = socket.local_addr().unwrap().as_socket().unwrap();
+        Refusing {
+            _socket: socket,
+            addr: addr.to_string(),
+        }
+    }
+
+    fn addr(&self) -> &str {
+        &self.addr
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Helpers
 

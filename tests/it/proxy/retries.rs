@@ -146,7 +146,8 @@ fn with_no_server_coming_back_the_wait_ends_in_503() {
 #[test]
 fn refused_is_502_and_a_slow_answer_is_504() {
     let rein = Rein::start();
-    let dead = format!("127.0.0.1:{}", free_port());
+    let refusing = Refusing::new();
+    let dead = refusing.addr().to_owned();
     let slow = Backend::python("S", "0", &[]);
     rein.serve_with(
         json!([
@@ -237,9 +238,8 @@ fn error_lines(rein: &Rein, server: &str) -> Vec<String> {
 #[test]
 fn tries_bounds_the_attempts_on_refused_servers() {
     let rein = Rein::start();
-    let dead: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let refusing: Vec<Refusing> = (0..3).map(|_| Refusing::new()).collect();
+    let dead: Vec<String> = refusing.iter().map(|r| r.addr().to_owned()).collect();
     let servers: serde_json::Map<String, Value> =
         dead.iter().map(|d| (d.clone(), json!({}))).collect();
     let addr = serve_upstream(
@@ -304,7 +304,8 @@ fn no_retry_starts_after_the_time_budget() {
 #[test]
 fn a_post_refused_at_connect_is_answered_by_another_server() {
     let rein = Rein::start();
-    let dead = format!("127.0.0.1:{}", free_port());
+    let refusing = Refusing::new();
+    let dead = refusing.addr().to_owned();
     let live = Backend::python("L", "0", &[]);
     let addr = serve_upstream(
         &rein,
