@@ -192,6 +192,71 @@ pub fn http1_response(data: &[u8]) {
     assert_eq!(whole, pieces, "pieces of {step}");
 }
 
+/// rein's HTTP/1 server reading request heads: the whole input at once and in pieces of the first byte's
+/// size give the same head (or the same refusal); a parsed head consumes bytes; and the body its framing
+/// announces, when chunked, decodes the same both ways.
+pub fn http1_request(data: &[u8]) {
+    let Some((&step, wire)) = data.split_first() else {
+        return;
+    };
+    let whole = read_request(wire, wire.len().max(1));
+    let step = usize::from(step).max(1);
+    let pieces = read_request(wire, step);
+    assert_eq!(whole, pieces, "pieces of {step}");
+}
+
+/// What [`read_request`] made of a request: its method, target, fields and framing (or the status it was
+/// refused with), and its chunked body.
+type Asked = Option<
+    Result<
+        (
+            String,
+            String,
+            Vec<(String, Vec<u8>)>,
+            String,
+            Option<Vec<u8>>,
+        ),
+        u16,
+    >,
+>;
+
+/// A small limit, so that heads too large are reached.
+const FUZZ_MAX_HEAD: usize = 2048;
+
+fn read_request(wire: &[u8], step: usize) -> Asked {
+    use crate::server::{RequestFraming, parse_request_head};
+    let mut input = wire.chunks(step);
+    let mut buf = BytesMut::new();
+    let head = loop {
+        let before = buf.len();
+        match parse_request_head(&mut buf, FUZZ_MAX_HEAD) {
+            Ok(Some(head)) => {
+                assert!(buf.len() < before, "a parsed head consumes bytes");
+                break head;
+            }
+            Ok(None) => buf.extend_from_slice(input.next()?),
+            Err(e) => return Some(Err(e.status().as_u16())),
+        }
+    };
+    let parts = &head.parts;
+    let fields = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    let body = match head.framing {
+        RequestFraming::Chunked => dechunk(&mut buf, &mut input),
+        _ => None,
+    };
+    Some(Ok((
+        parts.method.to_string(),
+        parts.uri.to_string(),
+        fields,
+        format!("{:?}", head.framing),
+        body,
+    )))
+}
+
 /// What [`read_response`] made of an answer: its status and framing, and its chunked body.
 type Answer = Option<(u16, Framing, Option<Vec<u8>>)>;
 

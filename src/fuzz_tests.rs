@@ -14,6 +14,7 @@ const TARGETS: &[Target] = &[
     ("range", super::range),
     ("conditional", super::conditional),
     ("http1_response", super::http1_response),
+    ("http1_request", super::http1_request),
     ("chunked", super::chunked),
     ("fastcgi", super::fastcgi),
     ("cgi_head", super::cgi_head),

@@ -99,7 +99,15 @@ pub struct Step {
 pub struct Action {
     pub kind: ActionKind,
     pub rewrite: Option<Template>,
-    pub response_headers: Vec<(HeaderName, Option<Template>)>,
+    pub response_headers: Vec<ResponseHeader>,
+}
+
+/// One of an action's `response_headers`: set to a value, or removed (`null`).
+pub struct ResponseHeader {
+    pub name: HeaderName,
+    /// The name as the configuration spells it, which the answer keeps.
+    pub spelled: Box<[u8]>,
+    pub value: Option<Template>,
 }
 
 pub enum ActionKind {

@@ -11,7 +11,7 @@ use crate::config::{ConfigError, Errors, JsonPath};
 use crate::route::matcher::Match;
 use crate::route::pattern::PatternSet;
 use crate::snapshot::{
-    Action, ActionKind, FastCgiServer, Pass, PassTarget, Route, Routes, Share, Step,
+    Action, ActionKind, FastCgiServer, Pass, PassTarget, ResponseHeader, Route, Routes, Share, Step,
 };
 use crate::upstream::conf::{UpstreamConf, proxy_target};
 use crate::vars::Template;
@@ -251,10 +251,7 @@ fn proxy(v: &Value, path: &JsonPath) -> Result<String, ConfigError> {
     Ok(s.to_owned())
 }
 
-fn response_headers(
-    v: &Value,
-    path: &JsonPath,
-) -> Result<Vec<(HeaderName, Option<Template>)>, ConfigError> {
+fn response_headers(v: &Value, path: &JsonPath) -> Result<Vec<ResponseHeader>, ConfigError> {
     let mut out = Vec::new();
     for (name, value) in object(v, path)? {
         let hpath = path.key(name);
@@ -264,7 +261,11 @@ fn response_headers(
             Value::Null => None,
             other => Some(template(other, &hpath)?),
         };
-        out.push((header, value));
+        out.push(ResponseHeader {
+            name: header,
+            spelled: name.as_bytes().into(),
+            value,
+        });
     }
     Ok(out)
 }

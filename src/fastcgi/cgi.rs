@@ -10,6 +10,8 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, LOCATION};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
+use crate::http1::spelling::Spelling;
+
 /// The largest head accepted, its empty line included.
 pub const MAX_HEAD: usize = 64 * 1024;
 
@@ -19,6 +21,8 @@ pub struct Head {
     pub status: StatusCode,
     /// The header fields in order, `Status` removed; `Content-Length`, if any, checked and single.
     pub headers: HeaderMap,
+    /// How the application spelled the field names that are not in canonical case.
+    pub spelling: Spelling,
 }
 
 impl Head {
@@ -132,6 +136,7 @@ fn finish(all: Bytes, end: usize) -> Result<(Head, Bytes), HeadError> {
 
 fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
     let mut headers = HeaderMap::new();
+    let mut spelling = Spelling::default();
     let mut status = None;
     for line in head.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -147,6 +152,7 @@ fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
             status = Some(parse_status(value)?);
             continue;
         }
+        spelling.note(name);
         let name = HeaderName::from_bytes(name).map_err(|_| HeadError::Name(shown(name)))?;
         let value = HeaderValue::from_bytes(value).map_err(|_| HeadError::Value(name.clone()))?;
         headers.append(name, value);
@@ -157,7 +163,11 @@ fn parse_lines(head: &[u8]) -> Result<Head, HeadError> {
     } else {
         StatusCode::OK
     });
-    Ok(Head { status, headers })
+    Ok(Head {
+        status,
+        headers,
+        spelling,
+    })
 }
 
 /// `404`, `404 Not Found`: the reason is the client's business, hyper writes its own.

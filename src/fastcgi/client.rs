@@ -321,6 +321,9 @@ impl ResponseBody {
         let mut response = Response::new(body);
         *response.status_mut() = head.status;
         *response.headers_mut() = head.headers;
+        if !head.spelling.is_empty() {
+            response.extensions_mut().insert(head.spelling);
+        }
         response
     }
 

@@ -422,6 +422,9 @@ impl ResponseBody {
         *response.status_mut() = head.status;
         *response.version_mut() = head.version;
         *response.headers_mut() = head.headers;
+        if !head.spelling.is_empty() {
+            response.extensions_mut().insert(head.spelling);
+        }
         response
     }
 

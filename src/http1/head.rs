@@ -7,6 +7,8 @@ use std::mem::MaybeUninit;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
 
+use super::spelling::Spelling;
+
 /// Most fields accepted in a response head (hyper's default too).
 const MAX_HEADERS: usize = 100;
 /// The longest response head accepted.
@@ -152,6 +154,8 @@ pub struct ResponseHead {
     pub status: StatusCode,
     pub version: Version,
     pub headers: HeaderMap,
+    /// How the server spelled the field names that are not in canonical case.
+    pub spelling: Spelling,
     pub framing: Framing,
     /// Whether the connection may carry another request once this body ends.
     pub keep_alive: bool,
@@ -224,8 +228,10 @@ pub fn parse_response(
             .collect();
         let head = buf.split_to(len).freeze();
         let mut headers = HeaderMap::with_capacity(spans.len());
+        let mut spelling = Spelling::default();
         for &[name_at, name_end, value_at, value_end] in &spans {
             let name = &head[name_at..name_end];
+            spelling.note(name);
             let field = || HeadError::Field(String::from_utf8_lossy(name).into_owned());
             let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_end))
                 .map_err(|_| field())?;
@@ -237,6 +243,7 @@ pub fn parse_response(
             status,
             version,
             headers,
+            spelling,
             framing,
             keep_alive,
         }));

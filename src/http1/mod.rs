@@ -10,6 +10,7 @@
 pub(crate) mod chunked;
 mod client;
 pub(crate) mod head;
+pub(crate) mod spelling;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -18,10 +18,11 @@ use super::Published;
 use super::timeouts::ConnState;
 use crate::body::{self, Body};
 use crate::compile::parse_pass;
+use crate::http1::spelling::Spelling;
 use crate::proxy;
 use crate::request::RequestInfo;
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
-use crate::snapshot::{Action, ActionKind, Pass, PassTarget, Share};
+use crate::snapshot::{Action, ActionKind, Pass, PassTarget, ResponseHeader, Share};
 use crate::stats::counters::TargetStats;
 use crate::upstream::Upstream;
 use crate::uri_escape;
@@ -342,15 +343,21 @@ impl<'a> Ctx<'a> {
         if !(200..400).contains(&response.status().as_u16()) {
             return;
         }
-        for (name, value) in &action.response_headers {
-            let headers = response.headers_mut();
+        for ResponseHeader {
+            name,
+            spelled,
+            value,
+        } in &action.response_headers
+        {
             match value {
                 None => {
-                    headers.remove(name);
+                    response.headers_mut().remove(name);
                 }
                 Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
                     Ok(v) => {
-                        headers.insert(name.clone(), v);
+                        response.headers_mut().insert(name.clone(), v);
+                        let spelling = response.extensions_mut();
+                        spelling.get_or_insert_default::<Spelling>().note(spelled);
                     }
                     Err(_) => {
                         tracing::debug!(header = %name, "response header value is not valid; skipped")

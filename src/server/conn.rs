@@ -1,6 +1,7 @@
-//! One client connection: TLS when its listener has it, then HTTP/1.1 (keep-alive, pipelining, upgrades) or
-//! HTTP/2 (chosen by ALPN, or by the client's preface on an `h2c` listener) through hyper, Unit's timeouts
-//! around the socket, and a graceful end when its listener goes away or rein stops.
+//! One client connection: TLS when its listener has it, then HTTP/1.1 on rein's own connection loop
+//! ([`super::h1`]) or HTTP/2 through hyper (chosen by ALPN; on an `h2c` listener, where the client's preface
+//! decides, hyper serves both), Unit's timeouts around the socket, and a graceful end when its listener goes
+//! away or rein stops.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::coalesce;
 use super::handler;
+use super::request_body::ClientBody;
 use super::timeouts::{ConnState, TimedIo, Timeouts, Timing};
 use crate::snapshot::{Http2Settings, ListenAddr};
 use crate::stats::counters::ListenerStats;
@@ -262,23 +264,24 @@ where
         info: info.clone(),
         shared: shared.clone(),
     };
+    if protocol == Protocol::Http1 {
+        let io: super::h1::BoxIo = Box::new(io);
+        return Box::pin(async move {
+            let result = super::h1::run(io, info, max_head, shared, stop).await;
+            end.finish(result.map_err(Into::into));
+        });
+    }
     let svc = {
         let shared = shared.clone();
-        service_fn(move |req| {
+        service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let shared = shared.clone();
             let info = info.clone();
+            let req = req.map(ClientBody::Hyper);
             Box::pin(async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) })
         })
     };
     match protocol {
-        Protocol::Http1 => {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .max_header_size(max_head)
-                .serve_connection(TokioIo::new(io), svc)
-                .with_upgrades();
-            Box::pin(drive!(conn, stop, (), end))
-        }
+        Protocol::Http1 => unreachable!("served above"),
         Protocol::Http2 => {
             let (io, flusher) = coalesce::new(io);
             let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());

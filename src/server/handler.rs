@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use hyper::body::Incoming;
 
 use super::ClientUpgrade;
 use super::conn::ConnInfo;
-use super::request_body::{BodyClock, RequestBody};
+use super::request_body::{BodyClock, ClientBody, RequestBody};
 use super::tracked::{Books, Meter, Tracked};
 use super::validate;
 use super::{Published, Shared, actions};
@@ -20,7 +19,7 @@ use crate::request::RequestInfo;
 use crate::stats::counters::TargetStats;
 
 pub async fn handle(
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
     info: Arc<ConnInfo>,
     shared: Arc<Shared>,
 ) -> Response<Body> {
@@ -69,7 +68,7 @@ pub async fn handle(
 async fn route(
     published: &Published,
     request: &mut RequestInfo,
-    body: Incoming,
+    body: ClientBody,
     upgrade: Option<ClientUpgrade>,
     info: &Arc<ConnInfo>,
     shared: &Shared,
@@ -135,6 +134,15 @@ fn closing(mut response: Response<Body>) -> Response<Body> {
 
 const SERVER: &str = concat!("rein/", env!("CARGO_PKG_VERSION"));
 
+/// The `Server` field of rein's answers: with the version unless `settings.http.server_version` is off.
+pub(super) fn server_field(published: &Published) -> HeaderValue {
+    HeaderValue::from_static(if published.snapshot.settings.server_version {
+        SERVER
+    } else {
+        "rein"
+    })
+}
+
 fn finish(
     mut response: Response<Body>,
     request: RequestInfo,
@@ -142,14 +150,9 @@ fn finish(
     (books, meter): (Books, Meter),
     wall: SystemTime,
 ) -> Response<Body> {
-    let server = if published.snapshot.settings.server_version {
-        SERVER
-    } else {
-        "rein"
-    };
     response
         .headers_mut()
-        .insert(header::SERVER, HeaderValue::from_static(server));
+        .insert(header::SERVER, server_field(published));
     if closes_after(&request) && !response.headers().contains_key(header::CONNECTION) {
         response
             .headers_mut()

@@ -10,6 +10,7 @@ pub(crate) mod admission;
 mod coalesce;
 mod conn;
 mod error_answer;
+mod h1;
 mod h2_floods;
 mod handler;
 mod listener;
@@ -37,6 +38,8 @@ use crate::config::{ConfigError, JsonPath};
 use crate::snapshot::{ListenAddr, Snapshot};
 use crate::upstream::Upstreams;
 pub use actions::error as error_page;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use h1::{Framing as RequestFraming, parse as parse_request_head};
 pub(crate) use request_body::RequestBody;
 pub use status::Counters;
 pub use timeouts::ConnState;

@@ -34,6 +34,13 @@ pub enum BodyError {
     TooSlow,
 }
 
+/// A client's body as the server connection hands it over: hyper's (HTTP/2, `h2c` listeners) or rein's own
+/// HTTP/1 connection's.
+pub(crate) enum ClientBody {
+    Hyper(Incoming),
+    H1(super::h1::Body),
+}
+
 impl BodyError {
     /// A timeout of the client's (answered 408), rather than a broken body (400).
     pub fn is_timeout(&self) -> bool {
@@ -47,6 +54,13 @@ impl BodyError {
     fn client(e: hyper::Error) -> Self {
         BodyError::Client {
             timed_out: timed_out(&e),
+            source: Box::new(e),
+        }
+    }
+
+    fn h1(e: super::h1::BodyReadError) -> Self {
+        BodyError::Client {
+            timed_out: e.timed_out(),
             source: Box::new(e),
         }
     }
@@ -76,7 +90,7 @@ pub struct BodyClock {
 }
 
 pub struct RequestBody {
-    inner: Incoming,
+    inner: ClientBody,
     clock: BodyClock,
     received: u64,
     /// Time spent waiting on the client in earlier gaps: the rate counts only time the client had to send,
@@ -93,7 +107,7 @@ pub struct RequestBody {
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming, clock: BodyClock, conn: Arc<ConnInfo>) -> Self {
+    pub fn new(inner: ClientBody, clock: BodyClock, conn: Arc<ConnInfo>) -> Self {
         RequestBody {
             inner,
             clock,
@@ -167,7 +181,21 @@ impl HttpBody for RequestBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
+        let polled = match &mut self.inner {
+            ClientBody::Hyper(body) => match Pin::new(body).poll_frame(cx) {
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::client(e)))),
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            ClientBody::H1(body) => match body.poll_data(cx) {
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::h1(e)))),
+                Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+        };
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 self.received += frame.data_ref().map_or(0, |d| d.len() as u64);
                 if let Some(began) = self.wait_began.take() {
@@ -175,7 +203,7 @@ impl HttpBody for RequestBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::client(e)))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.poll_clock(cx) {
                 Poll::Ready(why) => Poll::Ready(Some(Err(why))),
@@ -185,10 +213,16 @@ impl HttpBody for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            ClientBody::Hyper(body) => body.is_end_stream(),
+            ClientBody::H1(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            ClientBody::Hyper(body) => body.size_hint(),
+            ClientBody::H1(body) => body.size_hint(),
+        }
     }
 }

@@ -26,6 +26,23 @@ pub(super) fn log(error: &(dyn Error + 'static), info: &ConnInfo, shared: &Share
     let Some((status, sent)) = ending(error, began.is_some()) else {
         return;
     };
+    write_line(status, sent, began, info, shared);
+}
+
+/// Writes the line of a head rein's HTTP/1 connection answered with `status` (or could not answer: `sent`
+/// is then 0).
+pub(super) fn log_status(status: StatusCode, sent: u64, info: &ConnInfo, shared: &Shared) {
+    let began = info.state.take_head_started();
+    write_line(status, sent, began, info, shared);
+}
+
+fn write_line(
+    status: StatusCode,
+    sent: u64,
+    began: Option<Instant>,
+    info: &ConnInfo,
+    shared: &Shared,
+) {
     let published = info.published(shared);
     let Some(sink) = published.access_log.clone() else {
         return;
@@ -86,7 +103,7 @@ fn hyper_answer_body(status: StatusCode) -> u64 {
 }
 
 /// The body of the 408 the socket wrapper writes at `header_read_timeout`: rein's error page.
-fn timeout_answer_body() -> u64 {
+pub(super) fn timeout_answer_body() -> u64 {
     super::actions::error(StatusCode::REQUEST_TIMEOUT)
         .body()
         .size_hint()

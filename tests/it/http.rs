@@ -57,6 +57,26 @@ fn bodies_chunked_and_expect_continue() {
     assert_eq!(conn.read().unwrap().status, 200);
 }
 
+/// Heads and bodies arrive in pieces of any size: a stream written one byte at a time (a chunked upload, then
+/// a request pipelined behind it) is read as the same two requests as when written at once.
+#[test]
+fn requests_written_a_byte_at_a_time_are_read_whole() {
+    let rein = Rein::start();
+    let addr = rein.serve(json!([
+        {"match": {"uri": "/up"}, "action": {"return": 201}},
+        {"action": {"return": 200, "response_headers": {"X-Host": "$host"}}}
+    ]));
+    let stream = b"POST /up HTTP/1.1\r\nHost: first\r\nTransfer-Encoding: chunked\r\n\r\n\
+        5\r\nhello\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: second\r\n\r\n";
+    let mut conn = Conn::open(addr);
+    for byte in stream {
+        conn.send_raw(std::slice::from_ref(byte));
+    }
+    assert_eq!(conn.read().unwrap().status, 201);
+    let next = conn.read().unwrap();
+    assert_eq!((next.status, next.header("x-host")), (200, Some("second")));
+}
+
 fn conn_reader(conn: &mut Conn) -> &mut impl std::io::BufRead {
     conn.reader()
 }

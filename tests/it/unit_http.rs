@@ -251,7 +251,6 @@ fn names(r: &Response) -> Vec<&str> {
 /// case (`Content-Type`, `ETag`, `Last-Modified`); clients written against Unit compare them as written. The
 /// names an action's `response_headers` sets are spelled as the configuration spells them.
 #[test]
-#[ignore = "not done: spelling names through hyper costs at least 8 % more instructions per request"]
 fn header_names_keep_the_spelling_they_were_written_with() {
     let rein = Rein::start();
     let (up, _t) = fixed_upstream(

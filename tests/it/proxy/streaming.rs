@@ -106,48 +106,77 @@ fn websocket_is_tunnelled() {
             .is_some_and(|u| u.eq_ignore_ascii_case("upgrade"))
     );
 
-    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
-    let frame = |opcode: u8, payload: &[u8]| -> Vec<u8> {
-        let mut f = vec![0x80 | opcode];
-        if payload.len() < 126 {
-            f.push(0x80 | payload.len() as u8);
-        } else {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-        }
-        f.extend_from_slice(&mask);
-        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-        f
-    };
-    let read_frame = |c: &mut Conn| -> (u8, Vec<u8>) {
-        let r = c.reader();
-        let mut head = [0u8; 2];
-        r.read_exact(&mut head).unwrap();
-        assert_eq!(head[1] & 0x80, 0, "server frames are not masked");
-        let n = match head[1] & 0x7f {
-            126 => {
-                let mut l = [0u8; 2];
-                r.read_exact(&mut l).unwrap();
-                u16::from_be_bytes(l) as usize
-            }
-            n => n as usize,
-        };
-        let mut payload = vec![0u8; n];
-        r.read_exact(&mut payload).unwrap();
-        (head[0], payload)
-    };
-
-    c.send_raw(&frame(0x1, b"hello through rein"));
-    assert_eq!(read_frame(&mut c), (0x81, b"hello through rein".to_vec()));
+    c.send_raw(&ws_frame(0x1, b"hello through rein"));
+    assert_eq!(
+        read_ws_frame(&mut c),
+        (0x81, b"hello through rein".to_vec())
+    );
     let long = "é".repeat(200);
-    c.send_raw(&frame(0x1, long.as_bytes()));
-    assert_eq!(read_frame(&mut c), (0x81, long.as_bytes().to_vec()));
-    c.send_raw(&frame(0x9, b"ping"));
-    assert_eq!(read_frame(&mut c), (0x8a, b"ping".to_vec()));
-    c.send_raw(&frame(0x8, &1000u16.to_be_bytes()));
-    assert_eq!(read_frame(&mut c), (0x88, 1000u16.to_be_bytes().to_vec()));
+    c.send_raw(&ws_frame(0x1, long.as_bytes()));
+    assert_eq!(read_ws_frame(&mut c), (0x81, long.as_bytes().to_vec()));
+    c.send_raw(&ws_frame(0x9, b"ping"));
+    assert_eq!(read_ws_frame(&mut c), (0x8a, b"ping".to_vec()));
+    c.send_raw(&ws_frame(0x8, &1000u16.to_be_bytes()));
+    assert_eq!(
+        read_ws_frame(&mut c),
+        (0x88, 1000u16.to_be_bytes().to_vec())
+    );
     assert!(
         c.is_closed(),
         "the tunnel stays open after the server closed"
     );
+}
+
+/// A masked WebSocket frame, as a client sends it.
+fn ws_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+    let mut f = vec![0x80 | opcode];
+    if payload.len() < 126 {
+        f.push(0x80 | payload.len() as u8);
+    } else {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    }
+    f.extend_from_slice(&mask);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    f
+}
+
+/// The next frame from the server: its first byte and its payload.
+fn read_ws_frame(c: &mut Conn) -> (u8, Vec<u8>) {
+    let r = c.reader();
+    let mut head = [0u8; 2];
+    r.read_exact(&mut head).unwrap();
+    assert_eq!(head[1] & 0x80, 0, "server frames are not masked");
+    let n = match head[1] & 0x7f {
+        126 => {
+            let mut l = [0u8; 2];
+            r.read_exact(&mut l).unwrap();
+            u16::from_be_bytes(l) as usize
+        }
+        n => n as usize,
+    };
+    let mut payload = vec![0u8; n];
+    r.read_exact(&mut payload).unwrap();
+    (head[0], payload)
+}
+
+const HANDSHAKE: &[u8] =
+    b"GET /chat HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+    Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
+/// A client may send its first frame right behind the handshake, before the `101`: the bytes rein read with
+/// the request go through the tunnel ahead of the rest.
+#[test]
+fn a_frame_sent_with_the_handshake_goes_through() {
+    let rein = Rein::start();
+    let ws = Backend::websocket();
+    let addr = rein.serve(json!([{"action": {"proxy": format!("http://{}", ws.addr())}}]));
+    let mut c = Conn::open(addr);
+    let mut both = HANDSHAKE.to_vec();
+    both.extend(ws_frame(0x1, b"early"));
+    c.send_raw(&both);
+    let r = c.read_head_only().expect("an answer to the handshake");
+    assert_eq!(r.status, 101, "{r:?}");
+    assert_eq!(read_ws_frame(&mut c), (0x81, b"early".to_vec()));
 }
