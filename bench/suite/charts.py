@@ -249,12 +249,15 @@ def python(result, outdir):
             ax.bar_label(bars, labels=[fmt.format(v) for v in vals], fontsize=7, padding=2)
             ax.set_title(f"{case.upper()}: {title}", fontsize=9)
             ax.set_xlim(0, (max(vals) or 1) * 1.3)
-        user = [p.get("server_user_us_per_req_median") or 0 for p in pts]
-        kern = [p.get("server_kernel_us_per_req_median") or 0 for p in pts]
+        # The median round's user and kernel time, which add up to the median total.
+        split = [p.get("median_round_cpu_us_per_req") or {} for p in pts]
+        user = [x.get("user") or 0 for x in split]
+        kern = [x.get("kernel") or 0 for x in split]
         ax = row[2]
         ax.barh(names, user, color=cols, label="user")
         bars = ax.barh(names, kern, left=user, color=cols, alpha=0.45, hatch="//", label="kernel")
-        ax.bar_label(bars, labels=[f"{u + k:.1f}" for u, k in zip(user, kern)], fontsize=7, padding=2)
+        ax.bar_label(bars, labels=[f"{p.get('server_cpu_us_per_req_median') or 0:.1f}" for p in pts], fontsize=7,
+                     padding=2)
         ax.set_title(f"{case.upper()}: CPU per request (µs, user + kernel)", fontsize=9)
         ax.set_xlim(0, (max(u + k for u, k in zip(user, kern)) or 1) * 1.3)
         ax.legend(handles=[matplotlib.patches.Patch(color="#888", label="user"),

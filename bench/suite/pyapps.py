@@ -203,6 +203,22 @@ def _memory_alone(ctx, out, tmp, appdir, case, label):
             f"{row['processes']} processes ({', '.join(f'{n} × {p}' for p, n in row['programs'].items())})")
 
 
+def median_round_split(summary, runs):
+    """Adds to each point the user and kernel CPU per request of the round whose total is the median (the lower
+    of the middle two for an even count): medians of the parts taken apart would not add up to the total's."""
+    for case, stacks in summary.items():
+        for stack, points in stacks.items():
+            for pt, row in points.items():
+                rs = sorted((r for r in runs if r["case"] == case and r["stack"] == stack and str(r["conns"]) == pt
+                             and "server_user_us_per_req" in r), key=lambda r: r["server_cpu_us_per_req"])
+                if rs:
+                    mid = rs[(len(rs) - 1) // 2]
+                    row["median_round_cpu_us_per_req"] = {"round": mid["round"],
+                                                          "total": mid["server_cpu_us_per_req"],
+                                                          "user": mid["server_user_us_per_req"],
+                                                          "kernel": mid["server_kernel_us_per_req"]}
+
+
 def ratios(summary, memory, case, points):
     """{point: {peer: {rps, p99, cpu_per_req, pss}}}: rein / peer for each of the case's peers."""
     rein, *peers = CASES[case]
@@ -243,5 +259,6 @@ def run(ctx, out):
     if not any("error" not in r for r in runs):
         raise BenchError("no run succeeded: " + "; ".join(r["error"][:200] for r in runs[:3]))
     out["summary"] = {case: summarize_points([r for r in runs if r["case"] == case], "conns") for case in CASES}
+    median_round_split(out["summary"], runs)
     out["ratios"] = {case: ratios(out["summary"][case], out["memory"].get(case, {}), case, ctx.args.vs_conns)
                      for case in CASES}

@@ -141,8 +141,8 @@ def _case_table(result, sc, case):
             m = mem.get(s, {})
             me = s == rein
             cpu = x.get("server_cpu_us_per_req_median")
-            split = (f" ({x['server_user_us_per_req_median']:.1f} + {x['server_kernel_us_per_req_median']:.1f})"
-                     if x.get("server_user_us_per_req_median") is not None else "")
+            mr = x.get("median_round_cpu_us_per_req")
+            split = f" ({mr['user']:.1f} + {mr['kernel']:.1f})" if mr else ""
             memtxt = (f"{fmt_mb(m['pss_kb'])} ({fmt_mb(m['rss_kb'])}), {m['processes']}" if m.get("pss_kb")
                       else "–")
             err = x["errors"]
@@ -216,12 +216,13 @@ def doc_block(result):
         out.append("")
     out.append("CPU per request is the whole stack's, user + kernel time of every process in it (rein and its app "
                "processes; Granian's main process and workers; nginx's master and workers with the Python server's "
-               "master and workers), divided by the requests wrk completed; wrk's own CPU is not in it. Memory: after "
-               "each case's rounds, each stack is started again on its own, serves one run of the same load, and "
-               "its PSS and RSS are summed over its processes. Alone, because PSS splits a shared page among "
-               "every process mapping it, the python3 binary's and libraries' among the other stacks' Python "
-               "processes too: beside them each stack would look smaller the more Python processes the others "
-               "run (the JSON keeps that reading too, `memory_shared`). "
+               "master and workers), divided by the requests wrk completed (the user + kernel split shown is the "
+               "median round's); wrk's own CPU is not in it. Memory: after each case's rounds, each stack is started "
+               "again on its own, serves one run of the same load, and its PSS and RSS are summed over its "
+               "processes. Alone, because PSS splits a shared page among every process mapping it, the python3 "
+               "binary's and libraries' among the other stacks' Python processes too: beside them each stack would "
+               "look smaller the more Python processes the others run (the JSON keeps that reading too, "
+               "`memory_shared`). "
                + _own(sc) + "What each stack's processes run (from `/proc/PID/exe`):\n")
     out += _programs(sc)
     out += _skips(sc)
