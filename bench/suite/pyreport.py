@@ -125,8 +125,8 @@ def _case_table(result, sc, case):
     sm, mem = sc["summary"].get(case, {}), sc.get("memory", {}).get(case, {})
     rein = CASES[case][0]
     out = ["| connections | server | RPS | p50 | p99 | errors | CPU per request: user + kernel | memory, alone "
-           "after a run: PSS (RSS), processes | rein/this RPS | rein/this p99 | rein/this CPU per request | rein/this PSS | "
-           "RPS per round |",
+           "after a run: PSS (RSS), processes | rein/this RPS | rein/this p99 | rein/this CPU per request | "
+           "rein/this PSS | RPS per round |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in result["args"]["vs_conns"]:
         r = _pt(sm, rein, c)
