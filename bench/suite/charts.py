@@ -4,7 +4,9 @@
 
 Writes run-all-latency.png (RPS, p50 and p99 against connections per server), run-all-rps.png (RPS per server
 in each scenario), run-all-resilience.png (failed requests, longest gap and recovery during reload and crash)
-and run-all-memory.png; prints one JSON line [{"path", "title"}] of what it wrote. Each chart's footer states
+run-all-memory.png and python.png (the python scenario: RPS, p99, CPU per request and memory of each stack); a
+third argument, a comma-separated list of latency, rps, resilience, memory, python, draws only those. It prints
+one JSON line [{"path", "title"}] of what it wrote. Each chart's footer states
 the machine, the date and the command. Figures are plotted as measured.
 """
 
@@ -15,11 +17,13 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 LABEL = {"rein": "rein", "pm2": "PM2 cluster", "nginx": "nginx →\n2 node", "nginx-mf0": "nginx → 2 node,\nmax_fails=0",
          "passenger": "Passenger\n+ Apache"}
-COLORS = {"rein": "#d9480f", "pm2": "#1971c2", "nginx": "#2f9e44", "nginx-mf0": "#8ce99a", "passenger": "#7048e8"}
+COLORS = {"rein": "#d9480f", "pm2": "#1971c2", "nginx": "#2f9e44", "nginx-mf0": "#8ce99a", "passenger": "#7048e8",
+          "Granian": "#f59f00"}
 
 
 def rounds(result):
@@ -29,7 +33,7 @@ def rounds(result):
 
 def color(name, i):
     """rein orange, nginx green, PM2 blue, Passenger violet; a TCP variant or nginx with max_fails=0 lighter."""
-    base = next((COLORS[k] for k in ("nginx-mf0", "rein", "pm2", "nginx", "passenger")
+    base = next((COLORS[k] for k in ("nginx-mf0", "rein", "pm2", "nginx", "passenger", "Granian")
                  if name == k or name.startswith(k)), None)
     if base is None:
         return plt.cm.tab10(i % 10)
@@ -220,13 +224,71 @@ def memory(result, outdir):
     return {"path": path, "title": "Memory per stack: idle, under 100 connections, peak"}
 
 
+def python(result, outdir):
+    """One row per case (WSGI, ASGI), at the first --vs-conns count: RPS, p99, CPU per request (user and kernel)
+    and PSS after the runs, one bar per stack."""
+    sc = ok(result, "python")
+    if not sc:
+        return None
+    c = str(result["args"]["vs_conns"][0])
+    cases = [k for k in ("wsgi", "asgi") if sc["summary"].get(k)]
+    if not cases:
+        return None
+    fig, axes = plt.subplots(len(cases), 4, figsize=(16, 2.9 * len(cases) + 0.7), squeeze=False)
+    for row, case in zip(axes, cases):
+        sm, mem = sc["summary"][case], sc.get("memory", {}).get(case, {})
+        names = [n for n in sm if sm[n].get(c, {}).get("rps_median")]
+        cols = [color(n.split()[0], i) for i, n in enumerate(names)]
+        pts = [sm[n][c] for n in names]
+        panels = ((row[0], "requests/s", [p["rps_median"] for p in pts], "{:,.0f}"),
+                  (row[1], "p99 latency (ms)", [p["p99_ms_median"] for p in pts], "{:.1f}"),
+                  (row[3], "PSS, alone after a run (MB)", [(mem.get(n, {}).get("pss_kb") or 0) / 1024 for n in names],
+                   "{:.1f}"))
+        for ax, title, vals, fmt in panels:
+            bars = ax.barh(names, vals, color=cols)
+            ax.bar_label(bars, labels=[fmt.format(v) for v in vals], fontsize=7, padding=2)
+            ax.set_title(f"{case.upper()}: {title}", fontsize=9)
+            ax.set_xlim(0, (max(vals) or 1) * 1.3)
+        # The median round's user and kernel time, which add up to the median total.
+        split = [p.get("median_round_cpu_us_per_req") or {} for p in pts]
+        user = [x.get("user") or 0 for x in split]
+        kern = [x.get("kernel") or 0 for x in split]
+        ax = row[2]
+        ax.barh(names, user, color=cols, label="user")
+        bars = ax.barh(names, kern, left=user, color=cols, alpha=0.45, hatch="//", label="kernel")
+        ax.bar_label(bars, labels=[f"{p.get('server_cpu_us_per_req_median') or 0:.1f}" for p in pts], fontsize=7,
+                     padding=2)
+        ax.set_title(f"{case.upper()}: CPU per request (µs, user + kernel)", fontsize=9)
+        ax.set_xlim(0, (max(u + k for u, k in zip(user, kern)) or 1) * 1.3)
+        ax.legend(handles=[matplotlib.patches.Patch(color="#888", label="user"),
+                           matplotlib.patches.Patch(facecolor="#888", alpha=0.45, hatch="//", label="kernel")],
+                  fontsize=7, loc="lower right")
+        for ax in row:
+            ax.invert_yaxis()
+            ax.tick_params(axis="y", labelsize=8)
+            ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"Python hello, 2 processes × 1 thread per stack, c={c}: medians of {rounds(result)}; whole stack's "
+                 "CPU and memory (every process)")
+    footer(fig, result, f"wrk -t{result['args']['threads']} -c {c} -d {result['args']['duration']}s --latency · "
+                        f"{result['versions'].get('python', '')}")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    path = os.path.join(outdir, "python.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return {"path": path, "title": "Python WSGI and ASGI: RPS, p99, CPU per request and memory per stack"}
+
+
+CHARTS = {"latency": latency, "rps": rps, "resilience": resilience, "memory": memory, "python": python}
+
+
 def main():
     with open(sys.argv[1]) as f:
         result = json.load(f)
     outdir = sys.argv[2]
+    which = sys.argv[3].split(",") if len(sys.argv) > 3 else list(CHARTS)
     os.makedirs(outdir, exist_ok=True)
     made = []
-    for fn in (latency, rps, resilience, memory):
+    for fn in (CHARTS[k] for k in which):
         try:
             c = fn(result, outdir)
             if c:

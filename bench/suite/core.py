@@ -207,6 +207,10 @@ class Stack:
     def cpu(self):
         return benchlib.cpu_of(self.pids())
 
+    def cpu_split(self):
+        """(user, kernel) CPU seconds of every process of the stack (wrk's runs report both per request)."""
+        return benchlib.cpu_split_of(self.pids())
+
     def proxy_pids(self):
         """The processes standing between the load and the apps (rein itself; nginx's master and workers),
         whose CPU is reported apart from the apps'; None where there is no such hop (PM2's cluster)."""

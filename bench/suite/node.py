@@ -114,8 +114,8 @@ def summarize_points(runs, point_key):
                     rps_rounds=[round(r["rps"]) for r in rs],
                     server_cpu_pct_median=benchlib.median(r["server_cpu_pct"] for r in rs),
                 )
-                for key in ("server_cpu_us_per_req", "wrk_us_per_req", "proxy_user_us_per_req",
-                            "proxy_kernel_us_per_req"):
+                for key in ("server_cpu_us_per_req", "server_user_us_per_req", "server_kernel_us_per_req",
+                            "wrk_us_per_req", "proxy_user_us_per_req", "proxy_kernel_us_per_req"):
                     if all(key in r for r in rs):
                         row[key + "_median"] = benchlib.median(r[key] for r in rs)
             out[name][str(pt)] = row

@@ -8,6 +8,8 @@ import os
 
 from benchlib import fmt_mb, fmt_ms
 
+from . import pyreport
+
 LABEL = {"rein": "rein", "pm2": "PM2 cluster", "nginx": "nginx → 2 node", "nginx-mf0": "nginx → 2 node, max_fails=0",
          "passenger": "Passenger + Apache"}
 NODE_PEERS = ("pm2", "nginx", "nginx-mf0", "passenger")
@@ -130,18 +132,7 @@ def summary_rows(result):
             if not measured and any(peers.values()):
                 rows.append((f"PHP {page}", f"RPS at c={c}", "skipped (see below)", "nginx → FPM unix; tcp",
                              f"{_num(peers['unix'])}; {_num(peers['tcp'])}", "–"))
-    sc = _sc(result, "python")
-    if sc:
-        c = result["args"]["vs_conns"][0]
-        for case, rein, peer in (("wsgi", "rein WSGI", "nginx + gunicorn"), ("asgi", "rein ASGI", "nginx + uvicorn")):
-            sm = sc["summary"].get(case, {})
-            r, p = _pt(sm, rein, c), _pt(sm, peer, c)
-            if r.get("rps_median") and p.get("rps_median"):
-                rows.append((f"Python {case.upper()}", f"RPS at c={c}", _num(r["rps_median"]), peer,
-                             _num(p["rps_median"]), _ratio(r["rps_median"], p["rps_median"])))
-            elif p.get("rps_median") and _skipped(sc, rein):
-                rows.append((f"Python {case.upper()}", f"RPS at c={c}", "skipped (see below)", peer,
-                             _num(p["rps_median"]), "–"))
+    rows += pyreport.summary_rows(result)
     sc = _sc(result, "socket")
     if sc:
         c = result["args"]["vs_conns"][0]
@@ -500,21 +491,7 @@ def _apps_section(result):
         out.append("")
     py = result["scenarios"].get("python")
     if py:
-        out.append(f"**Python**: the same WSGI and ASGI hello callables, 2 worker processes everywhere (rein "
-                   "`\"processes\": 2, \"threads\": 1`; gunicorn sync workers; uvicorn workers), nginx proxying to "
-                   f"gunicorn/uvicorn on a Unix socket; `wrk -t{a['threads']} -c N -d {a['duration']}s`.\n")
-        if py["status"] != "ok":
-            out.append(f"Not measured: {_why(py)}\n")
-        else:
-            for case, ref in (("wsgi", "rein WSGI"), ("asgi", "rein ASGI")):
-                sm = py["summary"].get(case, {})
-                if not sm:
-                    continue
-                ran = any(_pt(sm, ref, c).get("rps_median") for c in a["vs_conns"])
-                out.append(f"*{case.upper()}*" + (" (ratios: rein / that row):\n" if ran else " (rein skipped: no ratios):\n"))
-                out += _points_table(sm, list(sm.keys()), a["vs_conns"], ref=ref, label=lambda s: s)
-                out.append("")
-            out += _skips(py)
+        out += pyreport.run_all_pointer()
     if not php and not py:
         out.append("Not run.")
     return out
@@ -541,7 +518,7 @@ def doc_block(result):
     out.append("")
     out.append(summary_table(result))
     out.append("")
-    charts = result.get("charts") or []
+    charts = [c for c in result.get("charts") or [] if os.path.basename(c["path"]) != pyreport.CHART]
     if charts:
         out.append("Charts (each states machine, date and command):")
         out.append("")

@@ -3,7 +3,8 @@
 - Debian (apt-get): nginx, wrk, apache2-utils (ab), php8.2-fpm, nodejs, and libapache2-mod-passenger (tried;
   when it cannot be installed or run, the reason is recorded and the Passenger stack is skipped);
 - npm: pm2, into bench/.tools (a local prefix, never global);
-- PyPI: gunicorn, uvicorn[standard] and matplotlib, into the venv bench/.venv.
+- PyPI: gunicorn, uvicorn[standard], granian and matplotlib, into the venv bench/.venv, made from one interpreter
+  (Debian's /usr/bin/python3 by default): every Python stack, rein's apps included (through `home`), runs it.
 
 Only what is missing is installed; `--no-install` uses what is there and records what is not.
 """
@@ -26,7 +27,15 @@ APT = {  # binary -> Debian package
     "npm": "npm",  # only to install pm2 into bench/.tools
 }
 PASSENGER_PKG = "libapache2-mod-passenger"
-PIP = ["gunicorn", "uvicorn[standard]", "matplotlib"]
+PIP = ["gunicorn", "uvicorn[standard]", "granian", "matplotlib"]
+PY_TOOLS = ("gunicorn", "uvicorn", "granian")
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def default_python():
+    """Debian's python3 when there is one (a version manager's python3 may come first on PATH), else the one
+    running the suite."""
+    return DEBIAN_PYTHON if os.path.exists(DEBIAN_PYTHON) else sys.executable
 
 
 def _which(name):
@@ -47,8 +56,9 @@ def _apt(pkgs, state):
     return r.returncode, (r.stdout + r.stderr)[-1500:]
 
 
-def ensure(bench_dir, install=True):
-    """Returns (bins, peers): paths of the tools, and per peer {"available", "reason"} (plus versions later)."""
+def ensure(bench_dir, install=True, python=None):
+    """Returns (bins, peers): paths of the tools, and per peer {"available", "reason"} (plus versions later).
+    `python` is the interpreter bench/.venv is made from (default_python())."""
     bins, peers, apt_state = {}, {}, {}
     missing = [b for b in APT if not _which(b)]
     if missing and install:
@@ -82,12 +92,19 @@ def ensure(bench_dir, install=True):
         peers["pm2"] = {"available": False, "reason": "pm2 could not be installed with npm into bench/.tools"
                         + ("" if shutil.which("npm") else " (npm missing)")}
 
-    # PyPI: the bench venv
+    # PyPI: the bench venv, made from the interpreter asked for
+    python = python or default_python()
     venv = os.path.join(bench_dir, ".venv")
     vpy = os.path.join(venv, "bin", "python")
+    base = venv_base(venv)
+    if base and base != os.path.realpath(python) and install:
+        # The venv is the suite's own cache: one made from another interpreter is made again, so that every
+        # stack runs the interpreter this run names.
+        log(f"bench/.venv was made from {base}, not {os.path.realpath(python)}: making it again")
+        shutil.rmtree(venv)
     if not os.path.exists(vpy) and install:
-        log(f"python3 -m venv {venv}")
-        r = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
+        log(f"{python} -m venv {venv}")
+        r = subprocess.run([python, "-m", "venv", venv], capture_output=True, text=True)
         if r.returncode != 0:
             log(f"venv failed: {r.stderr[-800:]}")
     if os.path.exists(vpy):
@@ -98,7 +115,10 @@ def ensure(bench_dir, install=True):
             if r.returncode != 0:
                 log(f"pip install failed: {(r.stdout + r.stderr)[-800:]}")
         bins["venv_python"] = vpy
-    for tool in ("gunicorn", "uvicorn"):
+        bins["python_base"] = venv_base(venv)
+        if bins["python_base"] != os.path.realpath(python):
+            log(f"bench/.venv runs {bins['python_base']}, not {os.path.realpath(python)} (--no-install)")
+    for tool in PY_TOOLS:
         path = os.path.join(venv, "bin", tool)
         bins[tool] = path if os.path.exists(path) else None
         peers[tool] = {"available": bool(bins[tool]),
@@ -109,6 +129,18 @@ def ensure(bench_dir, install=True):
     # Passenger: Debian's Apache module, tried; the reason is kept when it cannot be had.
     peers["passenger"] = _passenger(bins, install, apt_state)
     return bins, peers
+
+
+def venv_base(venv):
+    """The real path of the interpreter a venv was made from (its pyvenv.cfg), or None for no venv."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as f:
+            cfg = dict(line.split("=", 1) for line in f if "=" in line)
+    except OSError:
+        return None
+    cfg = {k.strip(): v.strip() for k, v in cfg.items()}
+    exe = cfg.get("executable") or (os.path.join(cfg["home"], "python3") if cfg.get("home") else None)
+    return os.path.realpath(exe) if exe else None
 
 
 def _pip_has(vpy, pkg):
@@ -148,7 +180,7 @@ def _out(cmd, env=None):
 
 def versions(bins, repo):
     v = {}
-    rev = _out(["git", "rev-parse", "--short=12", "HEAD"]) if os.path.isdir(os.path.join(repo, ".git")) else ""
+    rev = _out(["git", "rev-parse", "--short=12", "HEAD"]) if os.path.exists(os.path.join(repo, ".git")) else ""
     v["rein"] = _out([bins["rein"], "--version"]) + (f" ({rev})" if rev and "fatal" not in rev else "")
     v["nginx"] = _out([bins["nginx"], "-v"]).splitlines()[0]
     v["wrk"] = _out([bins["wrk"], "-v"]).splitlines()[0].split(" Copyright")[0]
@@ -168,11 +200,11 @@ def versions(bins, repo):
         v["apache2"] = _out([bins["apache2"], "-v"]).splitlines()[0].replace("Server version: ", "")
     if bins.get("passenger-config"):
         v["passenger"] = _out([bins["passenger-config"], "--version"]).splitlines()[0]
-    for tool in ("gunicorn", "uvicorn"):
+    for tool in PY_TOOLS:
         if bins.get(tool):
             v[tool] = _out([bins[tool], "--version"]).splitlines()[0]
     if bins.get("venv_python"):
-        v["python"] = _out([bins["venv_python"], "--version"])
+        v["python"] = _out([bins["venv_python"], "--version"]) + f" ({bins.get('python_base')})"
         v["matplotlib"] = "matplotlib " + _out([bins["venv_python"], "-c",
                                                 "import matplotlib; print(matplotlib.__version__)"])
     return v
