@@ -53,6 +53,11 @@ pub struct RequestInfo {
     pub head_parsed: bool,
 }
 
+/// The request target as the client sent it, when it holds a `#fragment`, which the parsed URI drops:
+/// `$request_uri` keeps it, as Unit's does. A request extension.
+#[derive(Clone, Debug)]
+pub struct RawTarget(pub String);
+
 /// Request numbers: unique within the process; `$request_id` mixes them with a per-process random key.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -67,11 +72,14 @@ impl RequestInfo {
         remote: Option<SocketAddr>,
         local: Option<SocketAddr>,
     ) -> (Self, Option<TargetError>) {
-        let request_uri = parts
-            .uri
-            .path_and_query()
-            .map(|pq| pq.as_str().to_owned())
-            .unwrap_or_else(|| "/".to_owned());
+        let request_uri = match parts.extensions.remove::<RawTarget>() {
+            Some(RawTarget(raw)) => raw,
+            None => parts
+                .uri
+                .path_and_query()
+                .map(|pq| pq.as_str().to_owned())
+                .unwrap_or_else(|| "/".to_owned()),
+        };
         let raw_path = parts.uri.path();
         let (path, error) = match normalize_path(raw_path) {
             Ok(p) => (p, None),

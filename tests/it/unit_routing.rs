@@ -223,8 +223,8 @@ fn a_unix_socket_client_is_logged_as_unix() {
 
 /// Unit's `rewrite` changes the path only: later matches, `$arg_*` and the target sent upstream keep the
 /// client's arguments (a query in the rewrite is ignored: Unit's test_rewrite_arguments), and `$request_uri`
-/// stays the target as the client sent it (Unit's test_variables_request_uri, "rewrite set $request_uri
-/// before proxy").
+/// stays the target as the client sent it, a `#fragment` included (Unit's test_variables_request_uri,
+/// "rewrite set $request_uri before proxy").
 #[test]
 fn a_rewrite_keeps_the_arguments_and_the_request_uri() {
     let rein = Rein::start();
@@ -261,6 +261,11 @@ fn a_rewrite_keeps_the_arguments_and_the_request_uri() {
     });
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("127.0.0.1 /new /args?arg=val\n"), "{text}");
+    // A fragment the client sent stays in `$request_uri` (Unit's too); routing does not see it.
+    assert_eq!(get(a, "/args?arg=val#top").status, 302);
+    logged(&log, "the fragment's line", |l| {
+        l == "127.0.0.1 /new /args?arg=val#top"
+    });
 }
 
 /// The log line's file, and a wait until a line matching `pred` is in it.

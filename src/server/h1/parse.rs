@@ -9,6 +9,8 @@ use bytes::BytesMut;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version, header};
 
+use crate::request::RawTarget;
+
 /// Most fields accepted in a request head; more is answered 431 (hyper's limit too).
 pub(crate) const MAX_HEADERS: usize = 100;
 
@@ -106,8 +108,10 @@ pub(crate) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>,
     }
     let count = req.headers.len();
     let bytes = buf.split_to(len).freeze();
-    let uri = Uri::from_maybe_shared(bytes.slice(target.0..target.0 + target.1))
-        .map_err(|_| HeadError::Malformed("request target"))?;
+    let target = bytes.slice(target.0..target.0 + target.1);
+    let fragment = memchr::memchr(b'#', &target).is_some();
+    let raw = fragment.then(|| String::from_utf8_lossy(&target).into_owned());
+    let uri = Uri::from_maybe_shared(target).map_err(|_| HeadError::Malformed("request target"))?;
     let mut headers = HeaderMap::with_capacity(count);
     for s in &spans[..count] {
         let name = HeaderName::from_bytes(&bytes[s.name..s.name + s.name_len])
@@ -116,7 +120,11 @@ pub(crate) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>,
             .map_err(|_| HeadError::Malformed("field value"))?;
         headers.append(name, value);
     }
-    head(method, uri, version, headers).map(Some)
+    let mut head = head(method, uri, version, headers)?;
+    if let Some(raw) = raw {
+        head.parts.extensions.insert(RawTarget(raw));
+    }
+    Ok(Some(head))
 }
 
 /// Where a field lies in the head's bytes.
