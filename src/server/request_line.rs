@@ -1,10 +1,11 @@
-//! Request targets holding bytes hyper refuses but Unit serves: a raw space, `<`, `>` and `` ` ``.
+//! Request targets holding bytes the HTTP/1 parsers refuse but Unit serves: a raw space, `<`, `>` and `` ` ``.
 //!
-//! hyper's parser ends the target at a space and its URI type takes no `<`, `>` or `` ` ``: such a request
-//! would be a 400. Unit (and nginx, for all but the space) serves it as if the byte were percent-encoded. So
-//! the socket wrapper (`timeouts::TimedIo`) hands hyper the request line with those bytes percent-encoded,
-//! looking only at the first read of each request head on HTTP/1 (where the request line starts the bytes
-//! read) and at nothing past the line's end: one pass over the line, and nothing else, for a line with none.
+//! `httparse` (under rein's HTTP/1 connection and hyper's alike) ends the target at a space, and `http`'s URI
+//! type takes no `<`, `>` or `` ` ``: such a request would be a 400. Unit (and nginx, for all but the space)
+//! serves it as if the byte were percent-encoded. So the socket wrapper (`timeouts::TimedIo`) hands the parser
+//! the request line with those bytes percent-encoded, looking only at the first read of each request head on
+//! HTTP/1 (where the request line starts the bytes read) and at nothing past the line's end: one pass over the
+//! line, and nothing else, for a line with none.
 
 /// `data` with its request line's target escaped, when `data` starts with a whole request line
 /// (`METHOD SP target SP HTTP/1.x CRLF`) whose target holds a byte hyper refuses; `None` otherwise.

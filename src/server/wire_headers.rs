@@ -19,10 +19,7 @@ pub(super) struct Framing<'a> {
 /// Adds to `headers` the fields hyper writes for a response framed as `f` that it does not already have.
 pub(super) fn add(headers: &mut HeaderMap, f: &Framing<'_>) {
     if !headers.contains_key(header::DATE) {
-        let now = httpdate::fmt_http_date(SystemTime::now());
-        if let Ok(v) = HeaderValue::try_from(now) {
-            headers.insert(header::DATE, v);
-        }
+        headers.insert(header::DATE, date());
     }
     if headers.contains_key(header::CONTENT_LENGTH)
         || headers.contains_key(header::TRANSFER_ENCODING)
@@ -47,6 +44,26 @@ pub(super) fn add(headers: &mut HeaderMap, f: &Framing<'_>) {
             );
         }
     }
+}
+
+/// The `Date` field's value for now, formatted once a second per thread (every answer carries it).
+fn date() -> HeaderValue {
+    thread_local! {
+        static NOW: std::cell::RefCell<(u64, HeaderValue)> =
+            const { std::cell::RefCell::new((u64::MAX, HeaderValue::from_static(""))) };
+    }
+    let now = SystemTime::now();
+    let second = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    NOW.with_borrow_mut(|(at, value)| {
+        if *at != second {
+            let text = httpdate::fmt_http_date(now);
+            *value = HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""));
+            *at = second;
+        }
+        value.clone()
+    })
 }
 
 #[cfg(test)]

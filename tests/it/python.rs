@@ -102,6 +102,8 @@ fn a_wsgi_app_gets_pep_3333() {
     );
     let r = conn.get("/exc_info", &[]);
     assert_eq!((r.status, r.header("x-exc-info")), (500, Some("yes")));
+    // The field names go out as the application spelled them, as Unit sends them.
+    assert!(r.headers.iter().any(|(n, _)| n == "X-Exc-Info"), "{r:?}");
     assert_eq!(r.text(), "custom error body\n");
     assert_eq!(conn.get("/error", &[]).status, 500);
     let r = conn.get("/status/201", &[]);

@@ -97,23 +97,25 @@ pub(crate) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>,
     };
     // Where each field's name and value lie in the head, so that the values can be slices of its bytes once
     // they are frozen (the parsed fields borrow the buffer that freezing splits).
-    let mut spans = [Span::default(); MAX_HEADERS];
-    for (span, h) in spans.iter_mut().zip(req.headers.iter()) {
-        *span = Span {
+    // (A vector sized to the fields: an array for the most fields would be zeroed whole for every request.)
+    let spans: Vec<Span> = req
+        .headers
+        .iter()
+        .map(|h| Span {
             name: offset(h.name.as_bytes()),
             name_len: h.name.len(),
             value: offset(h.value),
             value_len: h.value.len(),
-        };
-    }
-    let count = req.headers.len();
+        })
+        .collect();
+    let count = spans.len();
     let bytes = buf.split_to(len).freeze();
     let target = bytes.slice(target.0..target.0 + target.1);
     let fragment = memchr::memchr(b'#', &target).is_some();
     let raw = fragment.then(|| String::from_utf8_lossy(&target).into_owned());
     let uri = Uri::from_maybe_shared(target).map_err(|_| HeadError::Malformed("request target"))?;
     let mut headers = HeaderMap::with_capacity(count);
-    for s in &spans[..count] {
+    for s in &spans {
         let name = HeaderName::from_bytes(&bytes[s.name..s.name + s.name_len])
             .map_err(|_| HeadError::Malformed("field name"))?;
         let value = HeaderValue::from_maybe_shared(bytes.slice(s.value..s.value + s.value_len))
@@ -128,7 +130,6 @@ pub(crate) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>,
 }
 
 /// Where a field lies in the head's bytes.
-#[derive(Clone, Copy, Default)]
 struct Span {
     name: usize,
     name_len: usize,
