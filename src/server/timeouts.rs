@@ -45,6 +45,9 @@ pub struct ConnState {
     reader: AtomicWaker,
     /// When the first byte of the request head now arriving was read: Unit's `$request_time` counts from it.
     head_started: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The client said it sends nothing more (its last request asked to close, and was read whole): the
+    /// socket closes without lingering.
+    client_done: AtomicBool,
 }
 
 impl ConnState {
@@ -74,6 +77,13 @@ impl ConnState {
         if let Ok(mut at) = self.head_started.lock() {
             *at = Some(std::time::Instant::now());
         }
+    }
+
+    /// The client's last request asked to close the connection and was read to its end: nothing more is
+    /// coming that a close could answer with a reset, so the socket need not linger (a lingering close costs
+    /// a task and a wake-up per connection, which a client opening a connection per request pays for each).
+    pub fn client_done(&self) {
+        self.client_done.store(true, Ordering::Release);
     }
 
     /// Marks the stretch during which the handler consumes the request body.
@@ -487,7 +497,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Drop for TimedIo<S> {
         let Some(socket) = self.inner.take() else {
             return;
         };
-        if self.peer_closed {
+        if self.peer_closed || (self.shut_down && self.state.client_done.load(Ordering::Acquire)) {
             return;
         }
         let owed = std::mem::take(&mut self.owed);

@@ -215,6 +215,7 @@ impl Conn {
         let response = self
             .run_handler(Box::pin(handling), handback.as_deref())
             .await;
+        let client_closes = !keep_alive;
         let mut keep_alive = keep_alive && !stop.is_cancelled();
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS && upgrade.is_some();
         let asked = Asked {
@@ -225,16 +226,22 @@ impl Conn {
         if switching && let Some(to) = upgrade {
             return Ok(After::Upgrade(to));
         }
+        let mut read_whole = true;
         if let Some(handback) = handback {
             match handback.take() {
                 Some(mut back) => {
                     // What the client already sent of a body the action did not read is skipped; a body
                     // still on its way would have to be read to the end: the connection closes instead.
-                    keep_alive &= back.left.skip_buffered(&mut back.reader.buf);
+                    read_whole = back.left.skip_buffered(&mut back.reader.buf);
                     self.reader = Some(back.reader);
                 }
-                None => keep_alive = false,
+                None => read_whole = false,
             }
+        }
+        keep_alive &= read_whole;
+        let nothing_left = self.reader.as_ref().is_some_and(|r| r.buf.is_empty());
+        if client_closes && read_whole && nothing_left {
+            self.info.state.client_done();
         }
         Ok(if keep_alive {
             After::Next
