@@ -57,6 +57,7 @@ import http
 import importlib
 import inspect
 import os
+import queue
 import selectors
 import signal
 import socket
@@ -386,8 +387,30 @@ class FileWrapper:
         raise StopIteration
 
 
+HEADS = {}  # (status, tuple(headers)) -> the head: an app answers with the same few heads over and over
+HEADS_MAX = 256  # heads that vary (a cookie, a date) are not kept once this many are
+
+
 def wsgi_head(status, headers):
     """The CGI head for start_response's arguments, validated; raises TypeError/ValueError."""
+    key = head = None
+    if type(headers) is list or type(headers) is tuple:  # not an iterator, which tuple() would consume
+        try:
+            key = (status, tuple(headers))
+            head = HEADS.get(key)
+        except TypeError:  # something unhashable: the checks below say what
+            key = None
+    if head is not None:
+        return head
+    head, dropped = build_wsgi_head(status, headers)
+    if key is not None and not dropped and len(HEADS) < HEADS_MAX:
+        HEADS[key] = head
+    return head
+
+
+def build_wsgi_head(status, headers):
+    """wsgi_head's work: the head, and whether a header was left out (logged, so that head is not kept)."""
+    dropped = False
     if type(status) is not str:
         raise TypeError("WSGI status must be a str, not %s" % type(status).__name__)
     # A bare code ("200") is accepted, as Unit does: the reason phrase is the client's business.
@@ -403,6 +426,7 @@ def wsgi_head(status, headers):
             # Unit passes the app's body on whatever this says; rein frames the body itself instead of
             # refusing the response (a Content-Length nobody can parse would leave the client unable to).
             log("ignored the app's invalid Content-Length %r" % value[:64])
+            dropped = True
             continue
         lines += (name, ": ", value, "\r\n")
     lines.append("\r\n")
@@ -411,7 +435,33 @@ def wsgi_head(status, headers):
     expected = (len(lines) - 4) // 4 + 2
     if head.count("\n") != expected or head.count("\r") != expected:
         raise ValueError("CR or LF in WSGI status or headers: %r %r" % (status, headers))
-    return head.encode("latin-1")
+    return head.encode("latin-1"), dropped
+
+
+ENVIRON_PARAM = "REIN_WSGI_ENVIRON"
+
+
+def wsgi_environ(params, server):
+    """The environ of a request, without wsgi.input. rein sends its str entries ready-made in one param,
+    REIN_WSGI_ENVIRON: names and values separated by NUL bytes (CGI variables, HTTP_* headers and, over
+    https, wsgi.url_scheme; see src/fastcgi/wsgi_environ.rs). One split in C, against a pair decoded and a
+    dict entry made in Python for each of a dozen CGI variables. Requests carrying CGI variables instead
+    (other clients, the tests, a path holding a NUL byte) get an environ built from them."""
+    environ = server.base_environ.copy()
+    blob = params.get(ENVIRON_PARAM)
+    if blob is not None:
+        fields = blob.split("\0")
+        if len(fields) % 2:
+            raise ValueError("malformed %s: %d fields" % (ENVIRON_PARAM, len(fields)))
+        pairs = iter(fields)
+        environ.update(zip(pairs, pairs))
+        return environ
+    environ.update(params)
+    if server.prefix and "SCRIPT_NAME" not in params:
+        environ["SCRIPT_NAME"], environ["PATH_INFO"] = split_prefix(params, server.prefix)
+    if https(params):
+        environ["wsgi.url_scheme"] = "https"
+    return environ
 
 
 def valid_length(value):
@@ -431,13 +481,7 @@ class WsgiRequest:
         self.ended = False  # END_REQUEST sent
         self.aborted = False
         self.input = InputStream(self)
-        server = conn.server
-        environ = server.base_environ.copy()
-        environ.update(params)
-        if server.prefix and "SCRIPT_NAME" not in params:
-            environ["SCRIPT_NAME"], environ["PATH_INFO"] = split_prefix(params, server.prefix)
-        if https(params):
-            environ["wsgi.url_scheme"] = "https"
+        environ = wsgi_environ(params, conn.server)
         environ["wsgi.input"] = self.input
         self.environ = environ
 
@@ -492,7 +536,9 @@ class WsgiRequest:
     def run(self):
         """Runs the app and sends its response; returns False if the connection is unusable."""
         server = self.conn.server
-        with server.slots:
+        slots = server.slots
+        slot = slots.get()
+        try:
             result = None
             try:
                 result = server.app_for(self.environ)(self.environ, self.start_response)
@@ -508,6 +554,8 @@ class WsgiRequest:
                         self._failed("error in close() of the WSGI app's iterable")
             if not self.ended:  # aborted while streaming
                 self._end(APP_FAILED)
+        finally:
+            slots.put(slot)
         return self.conn.alive
 
     def _respond(self, result):
@@ -740,7 +788,11 @@ class WsgiServer(Targets):
         self.app = app
         self.listener = listener
         self.prefix = prefix
-        self.slots = threading.BoundedSemaphore(threads)
+        # --threads tokens: a request runs the app holding one. SimpleQueue's get() and put() are C, where a
+        # BoundedSemaphore is Python code around a Condition (1.1 µs a request against 0.1).
+        self.slots = queue.SimpleQueue()
+        for token in range(threads):
+            self.slots.put(token)
         self.lock = threading.Lock()  # guards conns, stopping and each conn.busy
         self.changed = threading.Condition(self.lock)  # a connection went away
         self.conns = set()
