@@ -220,19 +220,14 @@ impl Conn {
         read_timeout: Duration,
         send_timeout: Duration,
     ) -> Result<Response<ResponseBody>, SendError> {
-        let Handover {
-            conn,
-            decoder,
-            unwritten,
-        } = handover;
-        let conn = conn.into_this_worker().map_err(|e| SendError {
+        let mut handover = handover;
+        handover.conn = handover.conn.into_this_worker().map_err(|e| SendError {
             error: Error::Io(e),
             unsent: None,
             stale: false,
         })?;
         let stall = Stall::new(read_timeout, send_timeout);
-        let ex = Exchange::resumed(conn, decoder, unwritten, stall);
-        ex.head().await
+        Exchange::resumed(handover, stall).head().await
     }
 
     /// FCGI_GET_VALUES for FCGI_MAX_CONNS/FCGI_MAX_REQS/FCGI_MPXS_CONNS, for readiness probes: Ok when the
