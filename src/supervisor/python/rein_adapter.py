@@ -234,6 +234,30 @@ class RecordReader:
         self.buf, self.pos = b"".join(parts), 0
         return self.buf
 
+    def whole_params(self, rid):
+        """The usual case, taken without a record at a time: a PARAMS record of request rid and the empty one
+        ending the stream, both buffered, then whether the empty STDIN of a request without a body follows
+        (taken too). (content, body ended), or None to read record by record."""
+        buf, pos = self.buf, self.pos
+        have = len(buf)
+        if have - pos < 16:
+            return None
+        _, rtype, rrid, clen, plen = HEADER.unpack_from(buf, pos)
+        end = pos + 8 + clen + plen
+        if rtype != PARAMS or rrid != rid or not clen or have < end + 8:
+            return None
+        _, rtype, rrid, elen, eplen = HEADER.unpack_from(buf, end)
+        if rtype != PARAMS or rrid != rid or elen or have < end + 8 + eplen:
+            return None
+        content = buf[pos + 8:pos + 8 + clen]
+        self.pos = end = end + 8 + eplen
+        if have - end >= 8:
+            _, rtype, rrid, slen, splen = HEADER.unpack_from(buf, end)
+            if rtype == STDIN and rrid == rid and not slen and have >= end + 8 + splen:
+                self.pos = end + 8 + splen
+                return content, True
+        return content, False
+
     def read_nowait(self):
         """A record already received (or receivable without blocking), else None. EOF raises. A BEGIN_REQUEST
         is left unread (None): it is the next request, pipelined behind the one in progress."""
@@ -668,8 +692,9 @@ class WsgiConnection:
                 request = self._next_request()
                 if request is None:
                     break
-                rid, keep, params = request
+                rid, keep, params, bodiless = request
                 request = WsgiRequest(self, rid, params)
+                request.input.eof = bodiless
                 try:
                     ok = request.run()
                 finally:
@@ -689,7 +714,8 @@ class WsgiConnection:
                 pass
 
     def _next_request(self):
-        """Waits for the next request: (request id, keep connection, params); None to close."""
+        """Waits for the next request: (request id, keep connection, params, whether its body is known to be
+        empty); None to close."""
         read = self.reader.read
         while True:
             rec = read()
@@ -709,9 +735,12 @@ class WsgiConnection:
                 continue
             if not self.server.request_started(self):
                 return None  # shutting down
+            whole = self.reader.whole_params(rid)
+            if whole is not None:
+                return rid, flags & KEEP_CONN, decode_pairs(whole[0]), whole[1]
             params = self._read_params(rid)
             if params is not None:
-                return rid, flags & KEEP_CONN, params
+                return rid, flags & KEEP_CONN, params, False
             self.server.request_done(self)  # aborted before it started
 
     def _read_params(self, rid):

@@ -648,6 +648,19 @@ class WsgiTests(Common, unittest.TestCase):
                 self.assertEqual((response.status, response.body), (200, expected))
             self.assertEqual(self.get("/closed").json()["closed"], closed + 2, "each streamed iterable closed")
 
+    def test_requests_written_whole_as_rein_writes_them(self):
+        """rein writes a request's records in one go (PARAMS in one record, its end, and for a request without a
+        body the empty STDIN): several such requests at once, one with a body among them, each answered."""
+        def whole(path, body=b""):
+            params = encode_pairs(FcgiClient.params("POST" if body else "GET", path, body=body))
+            return (record(BEGIN_REQUEST, 1, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) + record(PARAMS, 1, params)
+                    + record(PARAMS, 1) + stdin_records(1, body) + record(STDIN, 1))
+        with self.adapter.client() as client:
+            client.send(whole("/hello") + whole("/echo", b"line\nrest") + whole("/hello") + whole("/hello"))
+            for expected in (b"Hello, world", b"line\nrest\n#total=9\n", b"Hello, world", b"Hello, world"):
+                response = client.read_response()
+                self.assertEqual((response.status, response.body), (200, expected))
+
     def test_abort_while_the_app_reads(self):
         with self.adapter.client() as client:
             client.begin(client.params("POST", "/echo", body=b"x" * 100))
