@@ -76,6 +76,9 @@ pub struct Line {
     seats: VecDeque<Offered>,
     /// Of `seats`, the first this many had their rider's records taken to be written.
     taken: usize,
+    /// Since when the request at the head of the line has been in progress: every seat offered behind it
+    /// carries this age ([`MAX_SEAT_AGE`]), so that no request lines up behind a slow one.
+    since: Option<Instant>,
 }
 
 impl Line {
@@ -97,7 +100,8 @@ impl Line {
             if self.seats.len() >= depth as usize {
                 return None;
             }
-            self.seats.push_back(Offered::new(seats)?);
+            let since = *self.since.get_or_insert_with(Instant::now);
+            self.seats.push_back(Offered::new(seats, since)?);
         }
     }
 
@@ -111,6 +115,8 @@ impl Line {
     pub fn close(mut self) -> Option<(oneshot::Sender<Handover>, Option<BytesMut>, Line)> {
         let (to, untaken) = self.seats.pop_front()?.close()?;
         self.taken = self.taken.saturating_sub(1);
+        // The rider's request is at the head now: in progress from the end of ours.
+        self.since = Some(Instant::now());
         Some((to, untaken, self))
     }
 }
@@ -118,7 +124,7 @@ impl Line {
 /// One place behind a request in progress.
 pub struct Seat {
     inner: Mutex<Inner>,
-    /// When the exchange ahead offered it, its request written.
+    /// Since when the request at the head of its line has been in progress.
     since: Instant,
 }
 
@@ -192,9 +198,9 @@ impl Seats {
         })
     }
 
-    /// A seat behind an exchange whose request is fully written, or `None` while a request that cannot ride
-    /// is waiting for a connection.
-    pub fn offer(&self) -> Option<Arc<Seat>> {
+    /// A seat behind an exchange whose request is fully written (the request in progress on its connection
+    /// since `since`), or `None` while a request that cannot ride is waiting for a connection.
+    pub fn offer(&self, since: Instant) -> Option<Arc<Seat>> {
         if self.waiting_alone.load(Ordering::SeqCst) > 0 {
             return None;
         }
@@ -203,7 +209,7 @@ impl Seats {
                 state: State::Free,
                 owner: None,
             }),
-            since: Instant::now(),
+            since,
         });
         lock(&self.free).push(seat.clone());
         self.tell();
@@ -325,9 +331,9 @@ pub struct Offered {
 }
 
 impl Offered {
-    pub fn new(seats: &Arc<Seats>) -> Option<Offered> {
+    pub fn new(seats: &Arc<Seats>, since: Instant) -> Option<Offered> {
         Some(Offered {
-            seat: seats.offer()?,
+            seat: seats.offer(since)?,
             seats: seats.clone(),
         })
     }

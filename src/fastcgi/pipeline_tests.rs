@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Counted, Offered, Ride, Seats};
+use tokio::time::Instant;
+
+use super::{Counted, Line, Offered, Ride, Seats};
 use crate::fastcgi::client::tests::{
     Peer, SECOND, collect, dial, keep, params, rig, taken, within,
 };
@@ -280,9 +282,9 @@ fn seats_without_an_exchange() {
 #[tokio::test(start_paused = true)]
 async fn no_request_queues_behind_one_that_has_run_for_a_while() {
     let seats = Arc::new(Seats::default());
-    let slow = Offered::new(&seats).unwrap();
+    let slow = Offered::new(&seats, Instant::now()).unwrap();
     tokio::time::advance(std::time::Duration::from_millis(11)).await;
-    let fresh = Offered::new(&seats).unwrap();
+    let fresh = Offered::new(&seats, Instant::now()).unwrap();
     let records = || encode_bodiless(&params("GET"));
     let _ride = seats.ride(records()).expect("the fresh seat");
     // The slow exchange's seat was taken off offer, not ridden.
@@ -339,4 +341,32 @@ async fn riders_line_up_behind_the_request_in_progress() {
         server.await.unwrap();
     })
     .await;
+}
+
+/// The seats further down a line carry the age of the request at its head: none is taken behind a request
+/// that has run for a while, however recently the seat was offered.
+#[tokio::test(start_paused = true)]
+async fn no_request_lines_up_behind_one_that_has_run_for_a_while() {
+    let seats = Arc::new(Seats::default());
+    let waker = std::task::Waker::noop();
+    let mut line = Line::default();
+    let records = || encode_bodiless(&params("GET"));
+    assert!(
+        line.next_records(&seats, 2, waker).is_none(),
+        "a first seat offered"
+    );
+    let _first = seats.ride(records()).expect("the first seat");
+    assert!(
+        line.next_records(&seats, 2, waker).is_some(),
+        "its rider's records"
+    );
+    tokio::time::advance(std::time::Duration::from_millis(11)).await;
+    assert!(
+        line.next_records(&seats, 2, waker).is_none(),
+        "a second seat offered"
+    );
+    assert!(
+        seats.ride(records()).is_err(),
+        "not behind a request in progress for 11 ms"
+    );
 }
