@@ -19,7 +19,7 @@
 //! A connection may take more than one request queued behind the one in progress (its depth, see
 //! [`Seats::reserve`]): once a rider's records are taken, the exchange offers the next seat, and the riders
 //! form a line; at its end the first of them gets the connection with the seats behind it. rein's Python
-//! adapter serving WSGI takes three: with one, the adapter found the socket empty after nearly every answer,
+//! adapter serving WSGI takes seven: with one, the adapter found the socket empty after nearly every answer,
 //! and it and rein each slept and woke once per request (0.9 context switches a request each, against 0.05
 //! for ASGI, whose app takes many requests at once).
 
