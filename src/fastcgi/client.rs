@@ -215,24 +215,18 @@ impl Conn {
 
     /// Goes on with the request a rider queued behind an exchange that has now ended (see
     /// [`super::pipeline`]): its answer is read from where that exchange stopped.
+    ///
+    /// The socket stays registered where it was: with riders lined up, its next exchange is as likely to be on
+    /// another worker again, and the rider's answer is often read already (in the handover's decoder), so
+    /// moving it (two `epoll_ctl` calls, once per request under load) would cost more than the wake-ups its
+    /// worker relays.
     pub async fn resume(
         handover: Handover,
         read_timeout: Duration,
         send_timeout: Duration,
     ) -> Result<Response<ResponseBody>, SendError> {
-        let Handover {
-            conn,
-            decoder,
-            unwritten,
-        } = handover;
-        let conn = conn.into_this_worker().map_err(|e| SendError {
-            error: Error::Io(e),
-            unsent: None,
-            stale: false,
-        })?;
         let stall = Stall::new(read_timeout, send_timeout);
-        let ex = Exchange::resumed(conn, decoder, unwritten, stall);
-        ex.head().await
+        Exchange::resumed(handover, stall).head().await
     }
 
     /// FCGI_GET_VALUES for FCGI_MAX_CONNS/FCGI_MAX_REQS/FCGI_MPXS_CONNS, for readiness probes: Ok when the

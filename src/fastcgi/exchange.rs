@@ -17,7 +17,7 @@ use tokio::io::AsyncWrite;
 use super::cgi::{Head, HeadParser};
 use super::client::{Conn, Error, ResponseBody, SendError};
 use super::params::Params;
-use super::pipeline::{Handover, Offered};
+use super::pipeline::{Handover, Line};
 use super::record::{
     self, Decoder, HEADER_LEN, KEEP_CONN, ProtocolStatus, Record, RecordType, Role,
 };
@@ -76,12 +76,9 @@ pub(super) struct Exchange {
     /// The start of a STDERR line whose end has not arrived.
     stderr: Vec<u8>,
     stall: Stall,
-    /// The seat behind this exchange, once offered (see [`super::pipeline`]).
-    seat: Option<Offered>,
-    /// A seat was offered (or could not be): once per exchange.
-    offered: bool,
-    /// A rider's records were taken to be written after ours: the connection is theirs after our end.
-    carried_rider: bool,
+    /// The seats behind this exchange (see [`super::pipeline`]): riders' records written after ours, and the
+    /// connection theirs after our end.
+    behind: Line,
 }
 
 impl Exchange {
@@ -95,15 +92,17 @@ impl Exchange {
 
     /// The exchange of a request queued behind another on `conn` (see [`super::pipeline`]): the records already
     /// read past the end of the one ahead, and what of the request is still to be written.
-    pub(super) fn resumed(
-        conn: Conn,
-        decoder: Decoder,
-        unwritten: BytesMut,
-        stall: Stall,
-    ) -> Exchange {
+    pub(super) fn resumed(handover: Handover, stall: Stall) -> Exchange {
+        let Handover {
+            conn,
+            decoder,
+            unwritten,
+            behind,
+        } = handover;
         let mut ex = Exchange::with_records(conn, unwritten, None, stall);
         ex.answered = decoder.buffered() > 0;
         ex.decoder = decoder;
+        ex.behind = behind;
         ex
     }
 
@@ -126,9 +125,7 @@ impl Exchange {
             ended: None,
             stderr: Vec::new(),
             stall,
-            seat: None,
-            offered: false,
-            carried_rider: false,
+            behind: Line::default(),
         }
     }
 
@@ -223,23 +220,15 @@ impl Exchange {
         Ok(())
     }
 
-    /// Once the whole request is written (on a connection that takes part in pipelining): offers a seat, and
-    /// returns a rider's records when they come, to be written after ours.
+    /// Once the whole request is written (on a connection that takes part in pipelining): offers seats, and
+    /// returns riders' records as they come, to be written after ours.
     fn rider_records(&mut self, cx: &mut Context<'_>) -> Option<BytesMut> {
         if !self.stdin_ended || self.ended.is_some() || self.write_failed {
             return None;
         }
-        if !self.offered {
-            self.offered = true;
-            self.seat = self
-                .conn
-                .pipeline
-                .as_ref()
-                .and_then(|c| Offered::new(c.seats()));
-        }
-        let records = self.seat.as_ref()?.seat().take_request(cx.waker())?;
-        self.carried_rider = true;
-        Some(records)
+        let counted = self.conn.pipeline.as_ref()?;
+        let (seats, depth) = (counted.seats().clone(), counted.depth());
+        self.behind.next_records(&seats, depth, cx.waker())
     }
 
     /// The application may have answered and closed without reading all of our input: its answer is still
@@ -353,13 +342,14 @@ impl Exchange {
     /// sent (else the application would read our leftover STDIN as its next request) and nothing more read.
     pub(super) fn into_reusable(mut self, cx: &mut Context<'_>) -> Option<Conn> {
         let complete = matches!(self.ended, Some((_, ProtocolStatus::RequestComplete)));
-        // Dropped unless closed below: a rider sitting there learns that the connection is not coming.
-        let seat = self.seat.take();
+        // Dropped unless closed below: riders sitting there learn that the connection is not coming.
+        let line = std::mem::take(&mut self.behind);
         if !complete || self.write_failed {
             return None;
         }
-        if let Some((to, untaken)) = seat.and_then(Offered::close) {
-            // Our request was all written before the seat was offered: what is left in `out` is the rider's.
+        let carried = line.carried();
+        if let Some((to, untaken, behind)) = line.close() {
+            // Our request was all written before the first seat was offered: what is left in `out` is riders'.
             let unwritten = untaken.unwrap_or(self.out);
             let (conn, decoder) = (self.conn, self.decoder);
             // A rider that gave up leaves a request on the way to the server: the connection goes with it.
@@ -367,11 +357,12 @@ impl Exchange {
                 conn,
                 decoder,
                 unwritten,
+                behind,
             });
             return None;
         }
         // A rider's request went out after ours, and the rider gave up: its answer is nobody's.
-        if self.carried_rider || self.decoder.buffered() > 0 {
+        if carried || self.decoder.buffered() > 0 {
             return None;
         }
         if let Some(body) = self.body.as_mut() {

@@ -5,7 +5,8 @@
 //!   pulled out of, which never panics whatever the bytes;
 //! - [`params`]: the name-value pairs of PARAMS and GET_VALUES;
 //! - [`request_params()`]: the CGI/1.1 variables of a request, as PHP-FPM expects them, or for rein's
-//!   Python adapter running an ASGI app the scope ready-made in one param (`asgi_scope`);
+//!   Python adapter the ASGI scope (`asgi_scope`) or the WSGI environ (`wsgi_environ`) ready-made in one
+//!   param;
 //! - [`cgi`]: the CGI response head at the start of STDOUT (`Status:`, header lines, an empty line);
 //! - [`Conn`]: one connection, one request at a time (request id 1, `FCGI_KEEP_CONN`, no multiplexing, which
 //!   PHP-FPM does not do anyway), over a TCP or Unix socket (`socket`, which acknowledges TCP data at once);
@@ -27,6 +28,7 @@ pub mod params;
 pub mod pipeline;
 pub mod record;
 mod request_params;
+mod wsgi_environ;
 
 #[cfg(test)]
 mod fuzz_tests;

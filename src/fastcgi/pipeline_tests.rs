@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Counted, Offered, Ride, Seats};
+use tokio::time::Instant;
+
+use super::{Counted, Line, Offered, Ride, Seats};
 use crate::fastcgi::client::tests::{
     Peer, SECOND, collect, dial, keep, params, rig, taken, within,
 };
@@ -28,7 +30,7 @@ async fn ride(seats: &Seats, request: &Params) -> Ride {
 /// Seats for a server of one connection, and that connection.
 async fn one_connection(addr: &ServerAddr) -> (Arc<Seats>, Conn) {
     let seats = Arc::new(Seats::default());
-    let conn = dial(addr).await.counted(seats.reserve(1).unwrap());
+    let conn = dial(addr).await.counted(seats.reserve(1, 1).unwrap());
     (seats, conn)
 }
 
@@ -59,7 +61,7 @@ async fn a_rider_is_written_behind_and_answered_after() {
         });
         let (seats, conn) = one_connection(&addr).await;
         assert!(
-            seats.reserve(1).is_none(),
+            seats.reserve(1, 1).is_none(),
             "one connection allowed, one open"
         );
         let ahead = async {
@@ -94,7 +96,7 @@ async fn a_rider_is_written_behind_and_answered_after() {
 
 /// Every connection counted has closed: the count is back to zero, so one more may open.
 fn conn_count_is_back(seats: &Arc<Seats>) -> Counted {
-    seats.reserve(1).expect("no connection left counted")
+    seats.reserve(1, 1).expect("no connection left counted")
 }
 
 #[tokio::test]
@@ -248,7 +250,7 @@ async fn no_seat_is_offered_while_a_request_waits_for_a_connection_of_its_own() 
         });
         let seats = Arc::new(Seats::default());
         let alone = seats.waiting_alone();
-        let conn = dial(&addr).await.counted(seats.reserve(1).unwrap());
+        let conn = dial(&addr).await.counted(seats.reserve(1, 1).unwrap());
         let mut response = conn.send(&get("first"), None, SECOND).await.unwrap();
         assert_eq!(seats.offered(), 0);
         let slot = keep(response.body_mut());
@@ -269,20 +271,20 @@ fn seats_without_an_exchange() {
     let back = seats.ride(records.clone()).err().expect("no seat");
     assert_eq!(back, records);
     // The count caps connections and is given back with them.
-    let one = seats.reserve(2).unwrap();
-    let two = seats.reserve(2).unwrap();
-    assert!(seats.reserve(2).is_none());
+    let one = seats.reserve(2, 1).unwrap();
+    let two = seats.reserve(2, 1).unwrap();
+    assert!(seats.reserve(2, 1).is_none());
     drop(one);
-    assert!(seats.reserve(2).is_some());
+    assert!(seats.reserve(2, 1).is_some());
     drop(two);
 }
 
 #[tokio::test(start_paused = true)]
 async fn no_request_queues_behind_one_that_has_run_for_a_while() {
     let seats = Arc::new(Seats::default());
-    let slow = Offered::new(&seats).unwrap();
+    let slow = Offered::new(&seats, Instant::now()).unwrap();
     tokio::time::advance(std::time::Duration::from_millis(11)).await;
-    let fresh = Offered::new(&seats).unwrap();
+    let fresh = Offered::new(&seats, Instant::now()).unwrap();
     let records = || encode_bodiless(&params("GET"));
     let _ride = seats.ride(records()).expect("the fresh seat");
     // The slow exchange's seat was taken off offer, not ridden.
@@ -290,4 +292,81 @@ async fn no_request_queues_behind_one_that_has_run_for_a_while() {
     assert!(seats.ride(records()).is_err());
     assert!(slow.close().is_none());
     assert!(fresh.close().is_some());
+}
+
+/// On a connection of depth 2, two riders line up behind the request in progress: all three requests reach
+/// the server before its first answer, each answer reaches its own request, the second rider's through the
+/// first's exchange, and no more than two queue.
+#[tokio::test]
+async fn riders_line_up_behind_the_request_in_progress() {
+    within(async {
+        let (_dir, addr, listener) = rig();
+        let server = tokio::spawn(async move {
+            let mut peer = Peer::accept(&listener).await;
+            assert_eq!(request(&mut peer).await, "first");
+            assert_eq!(request(&mut peer).await, "second");
+            assert_eq!(request(&mut peer).await, "third");
+            for name in ["first", "second", "third"] {
+                peer.respond(format!("\r\nanswer to {name}").as_bytes())
+                    .await;
+            }
+        });
+        let seats = Arc::new(Seats::default());
+        let conn = dial(&addr).await.counted(seats.reserve(1, 2).unwrap());
+        let ahead = async {
+            let response = conn.send(&get("first"), None, SECOND).await.unwrap();
+            collect(response.into_body()).await.unwrap()
+        };
+        let riders = async {
+            let mut second = ride(&seats, &get("second")).await;
+            let mut third = ride(&seats, &get("third")).await;
+            assert!(
+                seats.ride(encode_bodiless(&get("fourth"))).is_err(),
+                "two in line: no seat for a third rider"
+            );
+            let handover = (&mut second.handover).await.expect("handed over");
+            let response = Conn::resume(handover, SECOND, SECOND).await.unwrap();
+            let second_body = async { collect(response.into_body()).await.unwrap() };
+            let third_body = async {
+                let handover = (&mut third.handover).await.expect("handed over, in turn");
+                let response = Conn::resume(handover, SECOND, SECOND).await.unwrap();
+                collect(response.into_body()).await.unwrap()
+            };
+            tokio::join!(second_body, third_body)
+        };
+        let (first, (second, third)) = tokio::join!(ahead, riders);
+        assert_eq!(first, b"answer to first");
+        assert_eq!(second, b"answer to second");
+        assert_eq!(third, b"answer to third");
+        server.await.unwrap();
+    })
+    .await;
+}
+
+/// The seats further down a line carry the age of the request at its head: none is taken behind a request
+/// that has run for a while, however recently the seat was offered.
+#[tokio::test(start_paused = true)]
+async fn no_request_lines_up_behind_one_that_has_run_for_a_while() {
+    let seats = Arc::new(Seats::default());
+    let waker = std::task::Waker::noop();
+    let mut line = Line::default();
+    let records = || encode_bodiless(&params("GET"));
+    assert!(
+        line.next_records(&seats, 2, waker).is_none(),
+        "a first seat offered"
+    );
+    let _first = seats.ride(records()).expect("the first seat");
+    assert!(
+        line.next_records(&seats, 2, waker).is_some(),
+        "its rider's records"
+    );
+    tokio::time::advance(std::time::Duration::from_millis(11)).await;
+    assert!(
+        line.next_records(&seats, 2, waker).is_none(),
+        "a second seat offered"
+    );
+    assert!(
+        seats.ride(records()).is_err(),
+        "not behind a request in progress for 11 ms"
+    );
 }

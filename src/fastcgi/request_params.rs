@@ -50,25 +50,63 @@ pub enum Cgi {
     /// `DOCUMENT_ROOT`, `DOCUMENT_URI`, `GATEWAY_INTERFACE`, `SERVER_SOFTWARE` (the adapter sets it),
     /// `REQUEST_SCHEME` (`HTTPS` says it) nor `REDIRECT_STATUS`. Every pair is decoded in Python: a GET with
     /// one header carries 12 instead of 19 (ASGI hello: 2.5 µs less of the adapter's 14 µs per request).
+    /// What `Asgi` and `Wsgi` fall back to.
     Lean,
     /// The ASGI scope ready-made in one param, for rein's adapter running an ASGI app (see
     /// [`super::asgi_scope`]); `Lean` for a request whose decoded path holds a NUL byte. The headers go as
     /// received, `Content-Length` among them: `body_len` is not used (an ASGI app reads the body to its
     /// last `http.request` event, not to a length).
     Asgi,
+    /// `Lean`'s variables as the WSGI environ's entries, ready-made in one param, for rein's adapter running
+    /// a WSGI app (see [`super::wsgi_environ`]); `Lean` for a request whose decoded path holds a NUL byte.
+    Wsgi,
+}
+
+/// Where the variables go: FastCGI name-value pairs ([`Params`]), or the WSGI environ's NUL-separated
+/// entries.
+pub(super) trait Pairs {
+    fn push(&mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>);
+
+    /// A pair that `write` puts together in place: exactly `name_len` bytes of name, then `value_len` bytes
+    /// of value.
+    fn push_with(&mut self, name_len: usize, value_len: usize, write: impl FnOnce(&mut Vec<u8>));
+}
+
+impl Pairs for Params {
+    fn push(&mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        Params::push(self, name, value);
+    }
+
+    fn push_with(&mut self, name_len: usize, value_len: usize, write: impl FnOnce(&mut Vec<u8>)) {
+        Params::push_with(self, name_len, value_len, write);
+    }
 }
 
 /// The params for `req` running `script`. `body_len` is the exact length of the body that will be sent when
 /// the caller knows it (a body buffered because it came chunked: PHP reads `CONTENT_LENGTH` bytes of input
 /// and no more); `None` falls back to the `Content-Length` header, and to no `CONTENT_LENGTH` without one.
 pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>) -> Params {
-    if script.cgi == Cgi::Asgi
-        && let Some(p) = super::asgi_scope::params(req, script)
-    {
+    let ready_made = match script.cgi {
+        Cgi::Asgi => super::asgi_scope::params(req, script),
+        Cgi::Wsgi => super::wsgi_environ::params(req, script, body_len),
+        Cgi::Full | Cgi::Lean => None,
+    };
+    if let Some(p) = ready_made {
         return p;
     }
     // About what a GET with a few headers needs: the pairs are encoded into one buffer as they come.
     let mut p = Params::with_capacity(1024);
+    variables(&mut p, req, script, body_len);
+    p
+}
+
+/// The variables of `script.cgi`'s set (`Lean`'s for `Asgi` and `Wsgi`), in order, into `p`.
+pub(super) fn variables(
+    p: &mut impl Pairs,
+    req: &RequestInfo,
+    script: &Script,
+    body_len: Option<u64>,
+) {
     p.push("SCRIPT_NAME", &script.name);
     p.push("PATH_INFO", &script.path_info);
     p.push("REQUEST_URI", req.target());
@@ -84,20 +122,21 @@ pub fn request_params(req: &RequestInfo, script: &Script, body_len: Option<u64>)
         (None, None) => {}
     }
     p.push("SERVER_PROTOCOL", protocol(req.version));
-    addresses(&mut p, req);
+    addresses(p, req);
     if req.scheme == "https" {
         p.push("HTTPS", "on");
     }
     if script.cgi == Cgi::Full {
-        cgi_extras(&mut p, req, script);
+        cgi_extras(p, req, script);
     }
-    headers(&mut p, req);
-    p.extend(script.extra.iter().map(|(n, v)| (n, v)));
-    p
+    headers(p, req);
+    for (name, value) in &script.extra {
+        p.push(name, value);
+    }
 }
 
 /// What CGI/1.1 and PHP add to the variables WSGI and ASGI read.
-fn cgi_extras(p: &mut Params, req: &RequestInfo, script: &Script) {
+fn cgi_extras(p: &mut impl Pairs, req: &RequestInfo, script: &Script) {
     let root = script.document_root.as_os_str().as_bytes();
     p.push("SCRIPT_FILENAME", script.filename.as_os_str().as_bytes());
     if !script.path_info.is_empty() {
@@ -130,7 +169,7 @@ fn protocol(v: Version) -> &'static str {
     }
 }
 
-fn addresses(p: &mut Params, req: &RequestInfo) {
+fn addresses(p: &mut impl Pairs, req: &RequestInfo) {
     let (client, client_port) = client(req);
     p.push("REMOTE_ADDR", client.as_bytes());
     p.push("REMOTE_PORT", client_port.as_bytes());
@@ -185,7 +224,7 @@ fn host_port(req: &RequestInfo) -> Option<u16> {
     port.parse().ok()
 }
 
-fn headers(p: &mut Params, req: &RequestInfo) {
+fn headers(p: &mut impl Pairs, req: &RequestInfo) {
     for name in req.headers.keys() {
         if skipped(name) {
             continue;

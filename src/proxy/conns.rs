@@ -65,6 +65,10 @@ impl Conns for ServerConns {
         self.fcgi_seats.rides()
     }
 
+    fn waiting(&self) -> u32 {
+        self.fcgi_seats.waiting_now()
+    }
+
     fn expire(&self, idle_timeout: Duration) {
         self.http.expire(idle_timeout);
         self.fcgi.expire(idle_timeout);

@@ -122,7 +122,7 @@ async fn attempt(
     body: Option<Body>,
     replayable: bool,
 ) -> Result<(Response<ResponseBody>, Slot), Failed> {
-    if slot.pipelining {
+    if slot.pipelining > 0 {
         let req = pipelined::Request {
             params,
             body,

@@ -27,7 +27,7 @@ fn upstream(n: u16, tries: u32, budget: Duration) -> Arc<Upstream> {
         .map(|s| Member {
             weight: 1.0,
             max_connections: s.max_connections,
-            pipelining: false,
+            pipelining: 0,
             state: Arc::new(ServerState::new(s.addr.clone())),
         })
         .collect();

@@ -478,7 +478,7 @@ impl Runner {
         members.push(Member {
             weight: 1.0,
             max_connections: self.conf.concurrency(),
-            pipelining: self.conf.pipelines(),
+            pipelining: self.conf.pipelining(),
             state: instance.server.clone(),
         });
         self.upstream.set_members(members);

@@ -15,6 +15,10 @@ pub(crate) trait Conns: Any + Send + Sync {
     /// Requests queued on a busy connection so far, for the status.
     fn pipelined(&self) -> u64;
 
+    /// Requests holding one of the server's slots that wait for a connection to it or a seat on one, for
+    /// the status.
+    fn waiting(&self) -> u32;
+
     /// Closes the connections idle for `idle_timeout` or longer.
     fn expire(&self, idle_timeout: Duration);
 

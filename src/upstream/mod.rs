@@ -153,6 +153,11 @@ impl ServerState {
         self.conns.get().map_or(0, |c| c.pipelined())
     }
 
+    /// Requests holding a slot of this server that wait for a connection to it (or a seat on one).
+    pub fn waiting(&self) -> u32 {
+        self.conns.get().map_or(0, |c| c.waiting())
+    }
+
     pub fn connections_opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)
     }
@@ -187,8 +192,9 @@ pub struct Slot {
     pub server: Arc<ServerState>,
     /// The server's `max_connections` in its upstream, when it has one.
     pub limit: Option<u32>,
-    /// A FastCGI request without a body may queue on a busy connection ([`Member::pipelining`]).
-    pub pipelining: bool,
+    /// FastCGI requests without a body that may queue behind the one in progress on each connection
+    /// ([`Member::pipelining`]).
+    pub pipelining: u32,
     upstream: Arc<Upstream>,
     /// The lane of the upstream's line it is held on (the worker thread that took it).
     lane: usize,
@@ -214,17 +220,17 @@ impl Drop for Slot {
 pub struct Member {
     pub weight: f64,
     pub max_connections: Option<u32>,
-    /// Each of its `max_connections` FastCGI connections may carry one request queued behind the one in
-    /// progress (see [`crate::fastcgi::pipeline`]): PHP-FPM or a WSGI adapter, which read a request exactly to
-    /// its end.
-    pub pipelining: bool,
+    /// Each of its `max_connections` FastCGI connections may carry this many requests queued behind the one
+    /// in progress (see [`crate::fastcgi::pipeline`]): PHP-FPM or a WSGI adapter, which read a request exactly
+    /// to its end. 0: none.
+    pub pipelining: u32,
     pub state: Arc<ServerState>,
 }
 
 impl Member {
-    /// Requests the server takes at once: `max_connections`, twice that when a request may queue behind each.
+    /// Requests the server takes at once: `max_connections`, each with the requests that may queue behind it.
     pub fn slots(&self) -> Option<u32> {
-        let depth = if self.pipelining { 2 } else { 1 };
+        let depth = self.pipelining.saturating_add(1);
         self.max_connections.map(|max| max.saturating_mul(depth))
     }
 }
@@ -421,9 +427,11 @@ impl Upstream {
             .fold(0, u32::saturating_add)
     }
 
-    /// Requests waiting for their first server now.
+    /// Requests waiting in rein now: for their first server, or, holding a slot of one whose FastCGI
+    /// connections pipeline, for a connection or a seat on one.
     pub fn queued(&self) -> u32 {
-        self.admission.queued()
+        let waiting: u32 = self.members.load().iter().map(|m| m.state.waiting()).sum();
+        self.admission.queued() + waiting
     }
 
     /// Whether the configuration gave this upstream no server at all (`"servers": {}`): nothing will ever
@@ -626,7 +634,7 @@ fn reuse_or_create(
         .map(|s| Member {
             weight: s.weight,
             max_connections: s.max_connections,
-            pipelining: s.pipelining,
+            pipelining: u32::from(s.pipelining),
             state: kept(&s.addr).unwrap_or_else(|| fresh(&s.addr)),
         })
         .collect::<Vec<_>>();

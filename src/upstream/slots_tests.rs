@@ -24,7 +24,7 @@ fn one_server(max_connections: Option<u32>) -> (Arc<Upstream>, Arc<ServerState>)
     let member = Member {
         weight: 1.0,
         max_connections,
-        pipelining: false,
+        pipelining: 0,
         state: state.clone(),
     };
     (
@@ -107,7 +107,7 @@ fn two_single_slot_servers(lanes: usize) -> Arc<Upstream> {
         .map(|i| Member {
             weight: 1.0,
             max_connections: Some(1),
-            pipelining: false,
+            pipelining: 0,
             state: Arc::new(ServerState::new(
                 ServerAddr::parse(&format!("127.0.0.1:{}", 9 + i)).expect("an address"),
             )),
@@ -177,7 +177,7 @@ async fn slots_freed_at_once_reach_every_request_in_line_without_the_clock() {
     let member = Member {
         weight: 1.0,
         max_connections: Some(2),
-        pipelining: false,
+        pipelining: 0,
         state: Arc::new(ServerState::new(addr.clone())),
     };
     let mut conf = UpstreamConf::to_one(addr);
@@ -319,7 +319,7 @@ async fn an_errored_app_without_instances_is_answered_at_once() {
     upstream.set_members(vec![Member {
         weight: 1.0,
         max_connections: None,
-        pipelining: false,
+        pipelining: 0,
         state: Arc::new(ServerState::new(addr)),
     }]);
     let found = acquire(&upstream).now_or_never();

@@ -56,7 +56,7 @@ pub(super) async fn attempt(
         if let Some(conn) = idle.and_then(|c| c.into_this_worker().ok()) {
             return send(conn, true, slot, params, body, upstream).await;
         }
-        if let Some(counted) = seats.reserve(max) {
+        if let Some(counted) = seats.reserve(max, slot.pipelining) {
             let conn = match fastcgi::connect(&server.addr, timeouts.connect).await {
                 Ok(conn) => conn.counted(counted),
                 Err(source) => {

@@ -35,9 +35,10 @@ impl Ctx<'_> {
             AppKind::Python(py) => match py.callable(target) {
                 Some(callable) => {
                     let mut script = scripts::python(&callable.prefix, &self.request.path);
-                    if py.protocol == Protocol::Asgi {
-                        script.cgi = Cgi::Asgi;
-                    }
+                    script.cgi = match py.protocol {
+                        Protocol::Wsgi => Cgi::Wsgi,
+                        Protocol::Asgi => Cgi::Asgi,
+                    };
                     if let Some(t) = target {
                         script.extra.push(("REIN_TARGET".to_owned(), t.to_owned()));
                     }

@@ -57,6 +57,7 @@ import http
 import importlib
 import inspect
 import os
+import queue
 import selectors
 import signal
 import socket
@@ -233,6 +234,30 @@ class RecordReader:
         self.buf, self.pos = b"".join(parts), 0
         return self.buf
 
+    def whole_params(self, rid):
+        """The usual case, taken without a record at a time: a PARAMS record of request rid and the empty one
+        ending the stream, both buffered, then whether the empty STDIN of a request without a body follows
+        (taken too). (content, body ended), or None to read record by record."""
+        buf, pos = self.buf, self.pos
+        have = len(buf)
+        if have - pos < 16:
+            return None
+        _, rtype, rrid, clen, plen = HEADER.unpack_from(buf, pos)
+        end = pos + 8 + clen + plen
+        if rtype != PARAMS or rrid != rid or not clen or have < end + 8:
+            return None
+        _, rtype, rrid, elen, eplen = HEADER.unpack_from(buf, end)
+        if rtype != PARAMS or rrid != rid or elen or have < end + 8 + eplen:
+            return None
+        content = buf[pos + 8:pos + 8 + clen]
+        self.pos = end = end + 8 + eplen
+        if have - end >= 8:
+            _, rtype, rrid, slen, splen = HEADER.unpack_from(buf, end)
+            if rtype == STDIN and rrid == rid and not slen and have >= end + 8 + splen:
+                self.pos = end + 8 + splen
+                return content, True
+        return content, False
+
     def read_nowait(self):
         """A record already received (or receivable without blocking), else None. EOF raises. A BEGIN_REQUEST
         is left unread (None): it is the next request, pipelined behind the one in progress."""
@@ -386,8 +411,30 @@ class FileWrapper:
         raise StopIteration
 
 
+HEADS = {}  # (status, tuple(headers)) -> the head: an app answers with the same few heads over and over
+HEADS_MAX = 256  # heads that vary (a cookie, a date) are not kept once this many are
+
+
 def wsgi_head(status, headers):
     """The CGI head for start_response's arguments, validated; raises TypeError/ValueError."""
+    key = head = None
+    if type(headers) is list or type(headers) is tuple:  # not an iterator, which tuple() would consume
+        try:
+            key = (status, tuple(headers))
+            head = HEADS.get(key)
+        except TypeError:  # something unhashable: the checks below say what
+            key = None
+    if head is not None:
+        return head
+    head, dropped = build_wsgi_head(status, headers)
+    if key is not None and not dropped and len(HEADS) < HEADS_MAX:
+        HEADS[key] = head
+    return head
+
+
+def build_wsgi_head(status, headers):
+    """wsgi_head's work: the head, and whether a header was left out (logged, so that head is not kept)."""
+    dropped = False
     if type(status) is not str:
         raise TypeError("WSGI status must be a str, not %s" % type(status).__name__)
     # A bare code ("200") is accepted, as Unit does: the reason phrase is the client's business.
@@ -403,6 +450,7 @@ def wsgi_head(status, headers):
             # Unit passes the app's body on whatever this says; rein frames the body itself instead of
             # refusing the response (a Content-Length nobody can parse would leave the client unable to).
             log("ignored the app's invalid Content-Length %r" % value[:64])
+            dropped = True
             continue
         lines += (name, ": ", value, "\r\n")
     lines.append("\r\n")
@@ -411,7 +459,33 @@ def wsgi_head(status, headers):
     expected = (len(lines) - 4) // 4 + 2
     if head.count("\n") != expected or head.count("\r") != expected:
         raise ValueError("CR or LF in WSGI status or headers: %r %r" % (status, headers))
-    return head.encode("latin-1")
+    return head.encode("latin-1"), dropped
+
+
+ENVIRON_PARAM = "REIN_WSGI_ENVIRON"
+
+
+def wsgi_environ(params, server):
+    """The environ of a request, without wsgi.input. rein sends its str entries ready-made in one param,
+    REIN_WSGI_ENVIRON: names and values separated by NUL bytes (CGI variables, HTTP_* headers and, over
+    https, wsgi.url_scheme; see src/fastcgi/wsgi_environ.rs). One split in C, against a pair decoded and a
+    dict entry made in Python for each of a dozen CGI variables. Requests carrying CGI variables instead
+    (other clients, the tests, a path holding a NUL byte) get an environ built from them."""
+    environ = server.base_environ.copy()
+    blob = params.get(ENVIRON_PARAM)
+    if blob is not None:
+        fields = blob.split("\0")
+        if len(fields) % 2:
+            raise ValueError("malformed %s: %d fields" % (ENVIRON_PARAM, len(fields)))
+        pairs = iter(fields)
+        environ.update(zip(pairs, pairs))
+        return environ
+    environ.update(params)
+    if server.prefix and "SCRIPT_NAME" not in params:
+        environ["SCRIPT_NAME"], environ["PATH_INFO"] = split_prefix(params, server.prefix)
+    if https(params):
+        environ["wsgi.url_scheme"] = "https"
+    return environ
 
 
 def valid_length(value):
@@ -431,13 +505,7 @@ class WsgiRequest:
         self.ended = False  # END_REQUEST sent
         self.aborted = False
         self.input = InputStream(self)
-        server = conn.server
-        environ = server.base_environ.copy()
-        environ.update(params)
-        if server.prefix and "SCRIPT_NAME" not in params:
-            environ["SCRIPT_NAME"], environ["PATH_INFO"] = split_prefix(params, server.prefix)
-        if https(params):
-            environ["wsgi.url_scheme"] = "https"
+        environ = wsgi_environ(params, conn.server)
         environ["wsgi.input"] = self.input
         self.environ = environ
 
@@ -492,7 +560,9 @@ class WsgiRequest:
     def run(self):
         """Runs the app and sends its response; returns False if the connection is unusable."""
         server = self.conn.server
-        with server.slots:
+        slots = server.slots
+        slot = slots.get()
+        try:
             result = None
             try:
                 result = server.app_for(self.environ)(self.environ, self.start_response)
@@ -508,6 +578,8 @@ class WsgiRequest:
                         self._failed("error in close() of the WSGI app's iterable")
             if not self.ended:  # aborted while streaming
                 self._end(APP_FAILED)
+        finally:
+            slots.put(slot)
         return self.conn.alive
 
     def _respond(self, result):
@@ -620,8 +692,9 @@ class WsgiConnection:
                 request = self._next_request()
                 if request is None:
                     break
-                rid, keep, params = request
+                rid, keep, params, bodiless = request
                 request = WsgiRequest(self, rid, params)
+                request.input.eof = bodiless
                 try:
                     ok = request.run()
                 finally:
@@ -641,7 +714,8 @@ class WsgiConnection:
                 pass
 
     def _next_request(self):
-        """Waits for the next request: (request id, keep connection, params); None to close."""
+        """Waits for the next request: (request id, keep connection, params, whether its body is known to be
+        empty); None to close."""
         read = self.reader.read
         while True:
             rec = read()
@@ -661,9 +735,12 @@ class WsgiConnection:
                 continue
             if not self.server.request_started(self):
                 return None  # shutting down
+            whole = self.reader.whole_params(rid)
+            if whole is not None:
+                return rid, flags & KEEP_CONN, decode_pairs(whole[0]), whole[1]
             params = self._read_params(rid)
             if params is not None:
-                return rid, flags & KEEP_CONN, params
+                return rid, flags & KEEP_CONN, params, False
             self.server.request_done(self)  # aborted before it started
 
     def _read_params(self, rid):
@@ -740,7 +817,11 @@ class WsgiServer(Targets):
         self.app = app
         self.listener = listener
         self.prefix = prefix
-        self.slots = threading.BoundedSemaphore(threads)
+        # --threads tokens: a request runs the app holding one. SimpleQueue's get() and put() are C, where a
+        # BoundedSemaphore is Python code around a Condition (1.1 µs a request against 0.1).
+        self.slots = queue.SimpleQueue()
+        for token in range(threads):
+            self.slots.put(token)
         self.lock = threading.Lock()  # guards conns, stopping and each conn.busy
         self.changed = threading.Condition(self.lock)  # a connection went away
         self.conns = set()

@@ -517,6 +517,41 @@ class WsgiTests(Common, unittest.TestCase):
         self.assertEqual((env["SCRIPT_NAME"], env["PATH_INFO"]), ("/app", "/env"))
         self.assertEqual(env["REQUEST_URI"], "/app/env")
 
+    @staticmethod
+    def ready_made(entries):
+        """What rein sends a WSGI app: the environ's str entries in one REIN_WSGI_ENVIRON param."""
+        blob = "\0".join(x.encode("utf-8").decode("latin-1") for pair in entries for x in pair)
+        return [("REIN_WSGI_ENVIRON", blob)]
+
+    def test_ready_made_environ(self):
+        entries = [("SCRIPT_NAME", "/app"), ("PATH_INFO", "/env/caf\u00e9"), ("REQUEST_URI", "/app/env/caf%C3%A9?all"),
+                   ("QUERY_STRING", "all"), ("REQUEST_METHOD", "GET"), ("SERVER_PROTOCOL", "HTTP/1.1"),
+                   ("REMOTE_ADDR", "192.0.2.7"), ("REMOTE_PORT", "54321"), ("SERVER_NAME", "example.test"),
+                   ("SERVER_PORT", "8443"), ("HTTPS", "on"), ("HTTP_X_EMPTY", ""), ("HTTP_HOST", "example.test"),
+                   ("wsgi.url_scheme", "https")]
+        with self.adapter.client() as client:
+            client.begin(self.ready_made(entries))
+            client.send(record(STDIN, 1))
+            env = client.read_response().json()
+        self.assertEqual(env["PATH_INFO_decoded"], "/env/caf\u00e9", "bytes as latin-1, as PEP 3333 wants")
+        for name, value in entries:
+            if name != "PATH_INFO":
+                self.assertEqual(env[name], value, name)
+        self.assertNotIn("REIN_WSGI_ENVIRON", env)
+        self.assertEqual((env["wsgi.version"], env["wsgi.multithread"]), ([1, 0], True))
+        self.assertTrue(env["native_strings"])
+
+    def test_malformed_ready_made_environ_closes_the_connection(self):
+        with self.adapter.client() as client:
+            client.begin([("REIN_WSGI_ENVIRON", "PATH_INFO\0/env\0REQUEST_METHOD")])
+            try:
+                client.send(record(STDIN, 1))
+                answer = client.read_record()
+            except (BrokenPipeError, ConnectionResetError):
+                answer = None
+            self.assertIsNone(answer, "closed without an answer: rein answers 502")
+        self.assertEqual(self.get("/hello").status, 200, "the adapter still serves")
+
     def test_echo_streams_both_ways(self):
         with self.adapter.client() as client:
             client.begin(client.params("POST", "/echo", body=b"x" * 23))
@@ -612,6 +647,19 @@ class WsgiTests(Common, unittest.TestCase):
                 response = client.read_response()
                 self.assertEqual((response.status, response.body), (200, expected))
             self.assertEqual(self.get("/closed").json()["closed"], closed + 2, "each streamed iterable closed")
+
+    def test_requests_written_whole_as_rein_writes_them(self):
+        """rein writes a request's records in one go (PARAMS in one record, its end, and for a request without a
+        body the empty STDIN): several such requests at once, one with a body among them, each answered."""
+        def whole(path, body=b""):
+            params = encode_pairs(FcgiClient.params("POST" if body else "GET", path, body=body))
+            return (record(BEGIN_REQUEST, 1, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) + record(PARAMS, 1, params)
+                    + record(PARAMS, 1) + stdin_records(1, body) + record(STDIN, 1))
+        with self.adapter.client() as client:
+            client.send(whole("/hello") + whole("/echo", b"line\nrest") + whole("/hello") + whole("/hello"))
+            for expected in (b"Hello, world", b"line\nrest\n#total=9\n", b"Hello, world", b"Hello, world"):
+                response = client.read_response()
+                self.assertEqual((response.status, response.body), (200, expected))
 
     def test_abort_while_the_app_reads(self):
         with self.adapter.client() as client:

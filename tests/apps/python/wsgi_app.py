@@ -160,6 +160,8 @@ def env(environ, start_response):
             "HTTP_X_TEST", "wsgi.url_scheme", "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once",
             "wsgi.version", "wsgi.input_terminated"]
     out = {k: environ[k] for k in keys if k in environ}
+    if environ.get("QUERY_STRING") == "all":  # every str entry, for the tests of what rein sends
+        out.update((k, v) for k, v in environ.items() if type(v) is str)
     out["PATH_INFO_decoded"] = environ["PATH_INFO"].encode("latin-1").decode("utf-8")
     out["native_strings"] = all(type(environ[k]) is str for k in environ if k.isupper())
     out["has_file_wrapper"] = callable(environ.get("wsgi.file_wrapper"))
