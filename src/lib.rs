@@ -27,6 +27,7 @@ pub(crate) mod log_file;
 pub(crate) mod log_limit;
 pub(crate) mod proxy;
 pub(crate) mod request;
+pub(crate) mod rewind;
 pub(crate) mod route;
 pub(crate) mod scripts;
 pub(crate) mod server;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use http::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::AsyncWrite;
 
 use super::chunked::{self, ChunkError, Decoded, Decoder};
 use super::head::{Framing, HeadError, RequestHead, ResponseHead, parse_response};
@@ -27,6 +27,7 @@ use crate::link::ServerAddr;
 use crate::link::socket::{Acks, Io};
 use crate::link::stall::Stall;
 use crate::link::tls::TlsTarget;
+use crate::rewind::Rewound;
 
 /// Room made in the read buffer before a read, at first; doubled while reads fill it, up to [`MAX_READ`].
 const FIRST_READ: usize = 8 * 1024;
@@ -449,10 +450,7 @@ impl ResponseBody {
             return None;
         }
         let conn = self.exchange.take()?.conn;
-        Some(Upgraded {
-            io: conn.io,
-            leftover: conn.buf.freeze(),
-        })
+        Some(Rewound::new(conn.buf.freeze(), conn.io))
     }
 
     /// The body ended: the connection goes to the hook if it can carry another request.
@@ -572,44 +570,7 @@ impl HttpBody for ResponseBody {
 }
 
 /// The server's side of a connection that switched protocols: what it sent after the 101 comes first.
-pub struct Upgraded {
-    io: Io,
-    leftover: Bytes,
-}
-
-impl AsyncRead for Upgraded {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if !self.leftover.is_empty() {
-            let n = self.leftover.len().min(buf.remaining());
-            buf.put_slice(&self.leftover[..n]);
-            self.leftover.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Upgraded {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, data)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
+pub type Upgraded = Rewound<Io>;
 
 #[cfg(test)]
 #[path = "client_tests.rs"]

@@ -11,7 +11,6 @@ mod body;
 mod conn;
 mod encode;
 mod parse;
-mod rewind;
 
 pub(crate) use body::{Body, BodyReadError, BoxIo};
 pub(crate) use conn::PendingUpgrade;

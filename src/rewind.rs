@@ -1,5 +1,6 @@
-//! A connection handed over after an upgrade, with the bytes already read from it put back in front: a
-//! client may send its first frames of the new protocol right behind the request that asked for it.
+//! A connection handed over after a protocol switch, with the bytes already read from it put back in front:
+//! a peer may send its first frames of the new protocol right behind the head that switched (the client behind
+//! its upgrade request on rein's server side, the upstream behind its `101` on the proxy's client side).
 
 use std::io;
 use std::pin::Pin;
@@ -8,20 +9,18 @@ use std::task::{Context, Poll};
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::body::BoxIo;
-
-pub(super) struct Rewound {
+pub(crate) struct Rewound<T> {
     read: Bytes,
-    io: BoxIo,
+    io: T,
 }
 
-impl Rewound {
-    pub fn new(read: Bytes, io: BoxIo) -> Rewound {
+impl<T> Rewound<T> {
+    pub fn new(read: Bytes, io: T) -> Rewound<T> {
         Rewound { read, io }
     }
 }
 
-impl AsyncRead for Rewound {
+impl<T: AsyncRead + Unpin> AsyncRead for Rewound<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -37,7 +36,7 @@ impl AsyncRead for Rewound {
     }
 }
 
-impl AsyncWrite for Rewound {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Rewound<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
