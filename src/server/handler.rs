@@ -124,7 +124,7 @@ fn declared_length(request: &RequestInfo) -> Option<u64> {
         .ok()
 }
 
-/// Asks hyper to close the connection after this response.
+/// Asks the connection to close after this response.
 fn closing(mut response: Response<Body>) -> Response<Body> {
     response
         .headers_mut()
@@ -188,7 +188,7 @@ fn closes_after(request: &RequestInfo) -> bool {
             .any(|t| t.trim().eq_ignore_ascii_case("close"))
 }
 
-/// The response's fields as they go on the wire, those hyper adds included, for `$response_header_*`.
+/// The response's fields as they go on the wire, those the connection adds included, for `$response_header_*`.
 fn logged_headers(response: &Response<Body>, request: &RequestInfo) -> http::HeaderMap {
     use http_body::Body as _;
     let mut headers = response.headers().clone();

@@ -8,7 +8,7 @@
 //! line, and nothing else, for a line with none.
 
 /// `data` with its request line's target escaped, when `data` starts with a whole request line
-/// (`METHOD SP target SP HTTP/1.x CRLF`) whose target holds a byte hyper refuses; `None` otherwise.
+/// (`METHOD SP target SP HTTP/1.x CRLF`) whose target holds a byte the parser refuses; `None` otherwise.
 pub(crate) fn escaped(data: &[u8]) -> Option<Vec<u8>> {
     let end = line_needing_escape(data)?;
     let line = data[..end].strip_suffix(b"\r").unwrap_or(&data[..end]);

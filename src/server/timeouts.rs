@@ -1,6 +1,6 @@
 //! Unit's connection timeouts, enforced where the bytes move: a wrapper around the client's socket.
 //!
-//! hyper knows nothing of Unit's four timeouts, so [`TimedIo`] keeps them: `header_read_timeout` from the first
+//! Neither rein's HTTP/1 connection loop nor hyper's HTTP/2 keeps Unit's four timeouts: [`TimedIo`] does, `header_read_timeout` from the first
 //! byte of a request head (answered with 408), `body_read_timeout` between reads of a body the handler is
 //! consuming, `send_timeout` between writes that make progress, and `idle_timeout` before the first request and
 //! between requests on a keep-alive connection (answered with 408 on HTTP/1, as Unit does). The request handler tells it where the connection stands through
@@ -27,7 +27,7 @@ use crate::snapshot::HttpSettings;
 /// How long a closing connection keeps reading what its peer still sends.
 const LINGER: Duration = Duration::from_secs(2);
 
-/// Written by the socket itself: hyper has no request to answer when a head never arrives whole.
+/// Written by the socket itself: there is no request to answer when a head never arrives whole.
 const REQUEST_TIMEOUT: &[u8] = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\
 Content-Type: text/html\r\nContent-Length: 70\r\n\r\n\
 <!DOCTYPE html><title>Error 408</title><p>Error 408: Request Timeout.\n";
@@ -149,7 +149,7 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     inner: Option<S>,
     /// The peer closed its side: there is nothing left to linger for.
     peer_closed: bool,
-    /// Our side is shut down already (hyper closed the connection): the lingering close only reads.
+    /// Our side is shut down already (the HTTP layer closed the connection): the lingering close only reads.
     shut_down: bool,
     state: std::sync::Arc<ConnState>,
     timeouts: Timeouts,
@@ -284,7 +284,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
         }
     }
 
-    /// Percent-encodes the bytes hyper refuses in a request target (`request_line`), what does not fit in
+    /// Percent-encodes the bytes the parser refuses in a request target (`request_line`), what does not fit in
     /// `buf` kept for the next read.
     fn escape_request_line(&mut self, buf: &mut ReadBuf<'_>, before: usize) {
         let Some(data) = request_line::escaped(&buf.filled()[before..]) else {
@@ -355,7 +355,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for TimedIo<S
             let _ = this.io().poll_write(cx, REQUEST_TIMEOUT);
         }
         match this.phase {
-            // Then EOF lets hyper close an idle connection cleanly.
+            // Then EOF lets the HTTP layer close an idle connection cleanly.
             Phase::Idle => Poll::Ready(Ok(())),
             Phase::Header => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,

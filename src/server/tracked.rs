@@ -1,4 +1,4 @@
-//! The response body wrapper that closes a request's books: when hyper has sent (or dropped) the body, the
+//! The response body wrapper that closes a request's books: when the connection has sent (or dropped) the body, the
 //! connection returns to idle, the counters move, and the access log line is written with the bytes sent.
 
 use std::pin::Pin;

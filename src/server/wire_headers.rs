@@ -1,13 +1,13 @@
-//! The header fields the HTTP layer (hyper) adds to a response as it writes it: `Date`, `Content-Length` or
-//! `Transfer-Encoding: chunked`. They are not in the response rein hands over, so the access log's
-//! `$response_header_*` would miss them; Unit logs what it sent, and so does rein, by adding the same fields
-//! to the log's copy by hyper's own rules.
+//! The header fields the connection adds to a response as it frames it: `Date`, `Content-Length` or
+//! `Transfer-Encoding: chunked`. rein's HTTP/1 connection adds them by these rules (`h1::encode`), and so
+//! does hyper on HTTP/2 where they apply; the access log's `$response_header_*` reads the same fields, as
+//! Unit logs what it sent.
 
 use std::time::SystemTime;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 
-/// The response as hyper is about to frame it.
+/// The response as the connection is about to frame it.
 pub(super) struct Framing<'a> {
     pub method: &'a Method,
     pub version: Version,
@@ -16,7 +16,7 @@ pub(super) struct Framing<'a> {
     pub length: Option<u64>,
 }
 
-/// Adds to `headers` the fields hyper writes for a response framed as `f` that it does not already have.
+/// Adds to `headers` the fields written for a response framed as `f` that it does not already have.
 pub(super) fn add(headers: &mut HeaderMap, f: &Framing<'_>) {
     if !headers.contains_key(header::DATE) {
         headers.insert(header::DATE, date());
@@ -30,7 +30,7 @@ pub(super) fn add(headers: &mut HeaderMap, f: &Framing<'_>) {
         || matches!(f.status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
         || (f.method == Method::CONNECT && f.status.is_success());
     match f.length {
-        // hyper writes `Content-Length: 0` for an empty body, except to HEAD.
+        // `Content-Length: 0` for an empty body, except to HEAD.
         Some(0) if no_length || f.method == Method::HEAD => {}
         Some(n) if !no_length => {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
