@@ -20,6 +20,7 @@ pub(crate) mod forwarded;
 pub mod fuzz;
 #[cfg(test)]
 mod fuzz_rng;
+pub(crate) mod handoff;
 pub(crate) mod history;
 pub(crate) mod http1;
 pub(crate) mod link;

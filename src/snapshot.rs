@@ -67,6 +67,8 @@ pub struct Listener {
     pub tls: Option<crate::tls::ListenerTls>,
     /// HTTP/2 with prior knowledge (h2c) beside HTTP/1.1 on a plain listener.
     pub h2c: bool,
+    /// The application whose instances take this listener's connections themselves (`"handoff": true`).
+    pub handoff: Option<Arc<str>>,
     /// Its counters, kept by name across changes.
     pub stats: Arc<crate::stats::counters::ListenerStats>,
 }

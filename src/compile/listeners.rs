@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -11,6 +12,7 @@ use crate::config::walk::{boolean, integer, known_keys, object, string};
 use crate::config::{ConfigError, Errors, JsonPath};
 use crate::forwarded::Forwarded;
 use crate::snapshot::{ListenAddr, Listener, Pass, PassTarget};
+use crate::supervisor::conf::AppConf;
 use crate::tls::{Certificates, ListenerTls};
 
 /// One listener as compiled, before its `pass` is checked against the rest of the document.
@@ -32,11 +34,14 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    pub fn into_map(self) -> BTreeMap<ListenAddr, Listener> {
+    /// The listeners, each knowing whether it hands its connections to the instances of one of `apps`.
+    pub fn into_map(self, apps: &BTreeMap<String, AppConf>) -> BTreeMap<ListenAddr, Listener> {
         self.by_name
             .into_iter()
             .map(|(name, l)| {
+                let handoff = handoff(&l.pass, l.tls.is_some() || l.h2c, apps);
                 let listener = Listener {
+                    handoff,
                     stats: crate::stats::registry().listener(&name),
                     name,
                     pass: l.pass,
@@ -48,6 +53,19 @@ impl Compiled {
                 (l.addr, listener)
             })
             .collect()
+    }
+}
+
+/// The application a listener hands its connections to: one with `handoff` that the listener passes to
+/// straight (with no `targets` name), on plain HTTP/1 (TLS and `h2c` stay rein's to speak).
+fn handoff(pass: &Pass, tls_or_h2c: bool, apps: &BTreeMap<String, AppConf>) -> Option<Arc<str>> {
+    match pass {
+        Pass::Fixed(PassTarget::Application(app, None))
+            if !tls_or_h2c && apps.get(app).is_some_and(|a| a.handoff) =>
+        {
+            Some(Arc::from(app.as_str()))
+        }
+        _ => None,
     }
 }
 

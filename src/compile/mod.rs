@@ -117,7 +117,7 @@ pub fn compile_all(doc: &Value, certificates: &Certificates) -> Result<Snapshot,
 
     let proxies = routes::proxies(&routes);
     Ok(Snapshot {
-        listeners: listeners.into_map(),
+        listeners: listeners.into_map(&applications),
         routes,
         settings,
         access_log,

@@ -1,9 +1,11 @@
 //! Listening sockets: bound before a configuration is published, accepting until told to stop.
 
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -101,8 +103,9 @@ fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
 }
 
 /// Accepts connections on `bound` until `stop` fires; each connection runs on `conns`, on the worker
-/// [`workers::place`] chooses, and drains on `stop`. A Unix socket's file is not this loop's to remove: the
-/// server removes it when it stops the listener, before a later change may bind the path again.
+/// [`workers::place`] chooses, and drains on `stop`, unless the listener hands it to an application's
+/// instance ([`crate::handoff`]). A Unix socket's file is not this loop's to remove: the server removes it
+/// when it stops the listener, before a later change may bind the path again.
 pub async fn accept_loop(
     bound: Bound,
     addr: ListenAddr,
@@ -117,41 +120,109 @@ pub async fn accept_loop(
             return;
         }
     };
+    let intake = Arc::new(Intake {
+        id: NEXT_INTAKE.fetch_add(1, Ordering::Relaxed),
+        addr,
+        shared,
+        drain,
+        conns,
+    });
     loop {
         let accepted = tokio::select! {
-            _ = drain.stop.cancelled() => break,
+            _ = intake.drain.stop.cancelled() => break,
             r = accept(&bound) => r,
         };
         match accepted {
-            Ok((io, peer)) => {
-                let admitted = match admission::admit(&shared, &addr, peer.remote) {
-                    Ok(a) => a,
-                    Err(why) => {
-                        crate::log_limit::warn_limited!(listener = %addr, remote = ?peer.remote, ?why, "connection refused: over a connection limit");
-                        continue;
-                    }
-                };
-                let placed = workers::place();
-                let worker = workers::handle(placed.worker());
-                let task = serve(
-                    io,
-                    addr.clone(),
-                    peer,
-                    shared.clone(),
-                    drain.clone(),
-                    (placed, admitted),
-                );
-                match worker {
-                    Some(handle) => drop(conns.spawn_on(task, handle)),
-                    None => drop(conns.spawn(task)),
-                }
-            }
+            Ok((io, peer)) => intake.dispatch(io, peer),
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning; the kernel keeps the queue.
-                crate::log_limit::warn_limited!(listener = %addr, error = %e, "accept failed");
+                crate::log_limit::warn_limited!(listener = %intake.addr, error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+/// Numbers the accept loops, so that a connection an instance hands back finds its way home.
+static NEXT_INTAKE: AtomicU64 = AtomicU64::new(1);
+
+/// Where one listener's connections go once accepted, or handed back by an application's instance.
+struct Intake {
+    id: u64,
+    addr: ListenAddr,
+    shared: Arc<Shared>,
+    drain: super::Drain,
+    conns: TaskTracker,
+}
+
+impl Intake {
+    /// Hands the connection to an instance when the listener says so, else serves it.
+    fn dispatch(self: &Arc<Self>, io: Stream, peer: Peer) {
+        let Some(io) = self.hand_off(io) else {
+            return;
+        };
+        let admitted = match admission::admit(&self.shared, &self.addr, peer.remote) {
+            Ok(a) => a,
+            Err(why) => {
+                crate::log_limit::warn_limited!(listener = %self.addr, remote = ?peer.remote, ?why, "connection refused: over a connection limit");
+                return;
+            }
+        };
+        let placed = workers::place();
+        let worker = workers::handle(placed.worker());
+        let task = serve(
+            io,
+            self.addr.clone(),
+            peer,
+            self.shared.clone(),
+            self.drain.clone(),
+            (placed, admitted),
+        );
+        match worker {
+            Some(handle) => drop(self.conns.spawn_on(task, handle)),
+            None => drop(self.conns.spawn(task)),
+        }
+    }
+
+    /// Passes the connection to the next instance of the application the listener hands off to; gives it
+    /// back when there is none (no instance ready yet: rein serves it, its requests wait for one).
+    fn hand_off(self: &Arc<Self>, io: Stream) -> Option<Stream> {
+        let Some(channel) = self.channel() else {
+            return Some(io);
+        };
+        let back: Arc<dyn crate::handoff::Returner> = self.clone();
+        match channel.give(io.into(), back) {
+            Ok(()) => None,
+            Err(fd) => Some(Stream::from_fd(fd, &self.addr)),
+        }
+    }
+
+    fn channel(&self) -> Option<Arc<crate::handoff::Channel>> {
+        let published = self.shared.current.load();
+        let app = published
+            .snapshot
+            .listeners
+            .get(&self.addr)?
+            .handoff
+            .as_ref()?;
+        crate::handoff::pick(published.upstreams.apps.get(&**app)?)
+    }
+}
+
+impl crate::handoff::Returner for Intake {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// A connection back from an instance (idle) or never taken by one: served or passed on as if just
+    /// accepted; closed once the listener is stopping, as rein closes its own idle connections then.
+    fn take_back(self: Arc<Self>, fd: OwnedFd) {
+        if self.drain.stop.is_cancelled() {
+            return;
+        }
+        let io = Stream::from_fd(fd, &self.addr);
+        let peer = io.peer();
+        self.dispatch(io, peer);
     }
 }
 
@@ -180,6 +251,38 @@ async fn serve(
 enum Stream {
     Tcp(std::net::TcpStream),
     Unix(std::os::unix::net::UnixStream),
+}
+
+impl Stream {
+    /// The connection on `fd`, of the kind the listener `addr` accepts.
+    fn from_fd(fd: OwnedFd, addr: &ListenAddr) -> Stream {
+        match addr {
+            ListenAddr::Tcp(_) => Stream::Tcp(fd.into()),
+            ListenAddr::Unix(_) => Stream::Unix(fd.into()),
+        }
+    }
+
+    fn peer(&self) -> Peer {
+        match self {
+            Stream::Tcp(s) => Peer {
+                remote: s.peer_addr().ok(),
+                local: s.local_addr().ok(),
+            },
+            Stream::Unix(_) => Peer {
+                remote: None,
+                local: None,
+            },
+        }
+    }
+}
+
+impl From<Stream> for OwnedFd {
+    fn from(s: Stream) -> OwnedFd {
+        match s {
+            Stream::Tcp(s) => s.into(),
+            Stream::Unix(s) => s.into(),
+        }
+    }
 }
 
 enum Accepting {

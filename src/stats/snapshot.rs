@@ -96,6 +96,11 @@ pub(crate) struct InstanceStatus {
     pub idle_connections: Option<usize>,
     pub connections_opened: Option<u64>,
     pub pipelined: Option<u64>,
+    /// A `handoff` app's instance: client connections it took, and those it handed back (a drain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_handed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_returned: Option<u64>,
     /// CPU time used (user and system), for the metrics only.
     #[serde(skip)]
     pub cpu_seconds: Option<f64>,

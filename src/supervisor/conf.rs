@@ -102,6 +102,9 @@ pub struct AppConf {
     /// Unit's `stdout` and `stderr`: a file instead of the app's log in rein's log directory, or `/dev/null`.
     pub stdout: Option<Output>,
     pub stderr: Option<Output>,
+    /// rein's `handoff`: a Node.js app's instances take client connections themselves, passed by rein over
+    /// Node's IPC channel, on listeners that pass straight to the app (see [`crate::handoff`]).
+    pub handoff: bool,
 }
 
 /// Keys every kind of application takes.
@@ -132,7 +135,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
     let tpath = path.key("type");
     // Unit accepts a version after the language ("php 8.2", "python 3"): the one installed runs.
     let (kind, own_keys): (AppKind, &[&str]) = match string(kind, &tpath)?.split(' ').next() {
-        Some("external") => (AppKind::External, &["executable", "arguments"]),
+        Some("external") => (AppKind::External, &["executable", "arguments", "handoff"]),
         Some("php") => (
             AppKind::Php(super::php::compile(map, path)?),
             super::php::KEYS,
@@ -188,6 +191,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         drain_timeout: Duration::from_secs(30),
         stdout: None,
         stderr: None,
+        handoff: false,
     };
     if let AppKind::Php(_) = conf.kind {
         // PHP-FPM's graceful stop: workers finish their requests.
@@ -213,6 +217,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "reload" => reload(value, &p, &mut conf)?,
             "stdout" => conf.stdout = Some(output(value, &p)?),
             "stderr" => conf.stderr = Some(output(value, &p)?),
+            "handoff" => conf.handoff = boolean(value, &p)?,
             "socket" => {
                 conf.socket = match string(value, &p)? {
                     "unix" => SocketKind::Unix,
@@ -226,6 +231,19 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
     conf.hand_workers_to_fpm();
     if let AppKind::External = conf.kind {
         conf.executable = unit_relative(conf.executable, conf.working_directory.as_deref());
+    }
+    let node = || {
+        super::launch::is_node(
+            &conf.executable,
+            &conf.arguments,
+            conf.working_directory.as_deref(),
+        )
+    };
+    if conf.handoff && !node() {
+        return Err(path.key("handoff").error(
+            "needs a Node.js app (\"executable\": \"node\", or a script run by node): its instances \
+             take connections through rein's preload",
+        ));
     }
     // After the loop: relative watch paths resolve against the working directory, wherever it was written.
     if let Some(w) = map.get("watch") {

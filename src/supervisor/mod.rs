@@ -477,6 +477,7 @@ fn view_status(view: &AppView) -> StatusOfApp {
         return StatusOfApp::default();
     };
     let now = Instant::now();
+    let handoff = |s: Option<&Arc<ServerState>>| s.and_then(|s| s.handoff.clone());
     let instances = status
         .instances
         .iter()
@@ -499,6 +500,8 @@ fn view_status(view: &AppView) -> StatusOfApp {
                 idle_connections: server.map(|s| s.idle_connections()),
                 connections_opened: server.map(|s| s.connections_opened()),
                 pipelined: server.map(|s| s.pipelined()),
+                connections_handed: handoff(server).map(|c| c.handed()),
+                connections_returned: handoff(server).map(|c| c.returned()),
                 cpu_seconds: usage.map(|u| u.cpu_seconds),
             }
         })

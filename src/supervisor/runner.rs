@@ -367,7 +367,19 @@ impl Runner {
         let (socket, addr) =
             spawn::listen(self.conf.socket, &self.paths.sockets, id).map_err(StartError::Socket)?;
         let spec = spec(&self.name, &self.conf, &self.paths, addr.clone(), id)?;
-        let spawned = spawn::spawn(&spec, socket.as_fd()).map_err(StartError::Spawn)?;
+        // A handoff instance's channel: rein keeps one end, the child gets the other (closed here once it
+        // is spawned, so that rein reads the end of the channel when the instance exits).
+        let pair = match self.conf.handoff {
+            true => Some(tokio::net::UnixStream::pair().map_err(StartError::Socket)?),
+            false => None,
+        };
+        let spawned = spawn::spawn_with(
+            &spec,
+            socket.as_fd(),
+            pair.as_ref().map(|(_, child)| child.as_fd()),
+        )
+        .map_err(StartError::Spawn)?;
+        let channel = pair.map(|(ours, _)| crate::handoff::Channel::start(ours));
         let pid = spawned.child.id().ok_or(StartError::ExitedAtOnce)?;
         super::leftovers::record(&self.paths.pids, pid);
         tracing::info!(app = %self.name, instance = id, pid, socket = %addr, "instance started");
@@ -381,9 +393,10 @@ impl Runner {
             notices.clone(),
         );
         self.probe(id, addr.clone(), cancel.clone());
-        let server = Arc::new(match self.conf.is_fastcgi() {
-            true => ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi()),
-            false => ServerState::new(server_addr(&addr)),
+        let server = Arc::new(match (self.conf.is_fastcgi(), channel) {
+            (true, _) => ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi()),
+            (false, Some(channel)) => ServerState::handing_off(server_addr(&addr), channel),
+            (false, None) => ServerState::new(server_addr(&addr)),
         });
         self.instances.insert(
             id,
@@ -504,14 +517,20 @@ impl Runner {
             instance.cancel.clone(),
             self.events.clone(),
         );
-        let mut busy = server.withdraw();
+        let requests = server.withdraw();
+        // A handoff instance hands its idle connections back and says when it holds none.
+        if let Some(channel) = &server.handoff {
+            channel.drain();
+        }
+        let held = |s: &ServerState| s.handoff.as_ref().is_some_and(|c| !c.is_drained());
+        let mut busy = requests || held(&server);
         tokio::spawn(async move {
             while busy {
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(POLL) => {}
                 }
-                busy = server.busy();
+                busy = server.busy() || held(&server);
             }
             let _ = events.send(Event::Drained { id });
         });

@@ -206,7 +206,21 @@ struct Credentials {
 /// the exec of the shim on the spawner thread (about a millisecond). Errors name the app; a failure of the
 /// *app's* exec (missing program) is not an error here but exit code 127 with the reason in its stderr log
 /// (use [`check_executable`] first).
+#[cfg(test)]
 pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> {
+    spawn_with(spec, listener, None)
+}
+
+/// The fd a Node.js instance's IPC channel is passed as (`NODE_CHANNEL_FD`), after the listening socket.
+const CHANNEL_FD: RawFd = 4;
+
+/// [`spawn`], with `channel` (one end of a Unix socket pair) as the instance's Node.js IPC channel on fd 4,
+/// for `"handoff": true` ([`crate::handoff`]).
+pub fn spawn_with(
+    spec: &SpawnSpec,
+    listener: BorrowedFd<'_>,
+    channel: Option<BorrowedFd<'_>>,
+) -> io::Result<Spawned> {
     let context = |e: io::Error| io::Error::new(e.kind(), format!("app {:?}: {e}", spec.name));
     let creds = credentials(spec.user.as_deref(), spec.group.as_deref()).map_err(context)?;
     // Open the logs first, so a bad log path fails here rather than inside a pump.
@@ -239,6 +253,9 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
     } else {
         listener.as_raw_fd()
     };
+    // Above the fds the child sets up, so that moving the listener to 3 cannot clobber it.
+    let channel = channel.map(|c| dup_above(c, CHANNEL_FD + 1)).transpose()?;
+    let channel_fd = channel.as_ref().map(|c| c.as_raw_fd());
 
     let mut cmd = tokio::process::Command::new("/proc/self/exe");
     cmd.arg0("rein")
@@ -248,6 +265,18 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
         .args(&spec.arguments)
         .env_clear()
         .envs(environment(spec, &creds))
+        .envs(
+            channel_fd
+                .map(|_| {
+                    // Node opens its IPC channel on it; the preload sees the variable and takes connections.
+                    [
+                        ("NODE_CHANNEL_FD", CHANNEL_FD.to_string()),
+                        ("REIN_HANDOFF", "1".to_owned()),
+                    ]
+                })
+                .into_iter()
+                .flatten(),
+        )
         .stdin(Stdio::null())
         .stdout(stdio(&out_log))
         .stderr(stdio(&err_log))
@@ -264,7 +293,12 @@ pub fn spawn(spec: &SpawnSpec, listener: BorrowedFd<'_>) -> io::Result<Spawned> 
             if let Some(soft) = nofile {
                 crate::fd_limit::restore_in_child(soft)?;
             }
-            child_setup(&creds, cwd.as_deref(), listen_fd, parent, death)
+            child_setup(&creds, cwd.as_deref(), listen_fd, parent, death)?;
+            if let Some(fd) = channel_fd {
+                // dup2 clears close-on-exec on the copy.
+                check(libc::dup2(fd, CHANNEL_FD))?;
+            }
+            Ok(())
         });
     }
 
@@ -391,6 +425,17 @@ fn switch_user(creds: &Credentials, cwd: Option<&std::ffi::CStr>) -> io::Result<
         }
     }
     Ok(())
+}
+
+/// A close-on-exec copy of `fd` numbered `min` or above.
+fn dup_above(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd we own.
+    let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh fd owned by nobody else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
 }
 
 /// A libc call's result: -1 is the error in `errno`.

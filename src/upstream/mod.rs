@@ -17,7 +17,7 @@ pub mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwap;
@@ -51,6 +51,8 @@ pub struct ServerState {
     active: AtomicU32,
     /// Taken out of its upstream (an app instance about to stop): no new request may start on it.
     withdrawn: AtomicBool,
+    /// A Node.js instance that takes client connections itself (`"handoff": true`).
+    pub(crate) handoff: Option<Arc<crate::handoff::Channel>>,
     /// Connections dialled to this server (HTTP and FastCGI): with keep-alive working, far fewer than
     /// requests.
     opened: AtomicU64,
@@ -68,6 +70,7 @@ impl ServerState {
             clean: AtomicBool::new(true),
             active: AtomicU32::new(0),
             withdrawn: AtomicBool::new(false),
+            handoff: None,
             opened: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -93,6 +96,19 @@ impl ServerState {
             conns: ConnSlot::filled(conns),
             ..ServerState::new(addr)
         }
+    }
+
+    /// An app instance that takes client connections handed to it over `channel`.
+    pub(crate) fn handing_off(addr: ServerAddr, channel: Arc<crate::handoff::Channel>) -> Self {
+        ServerState {
+            handoff: Some(channel),
+            ..ServerState::new(addr)
+        }
+    }
+
+    /// Taken out of its upstream: no new request or connection may go to it.
+    pub(crate) fn is_withdrawn(&self) -> bool {
+        self.withdrawn.load(Ordering::SeqCst)
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
@@ -250,6 +266,8 @@ pub struct Upstream {
     dynamic: bool,
     /// An application's supervisor reports it errored (see [`Upstream::set_errored`]).
     errored: AtomicBool,
+    /// Whose turn it is to take a client connection handed to an instance ([`crate::handoff::pick`]).
+    turn: AtomicUsize,
     /// Requests answered by a server, and requests rein had to answer with an error (502/503/504).
     answered: AtomicU64,
     failed: AtomicU64,
@@ -291,6 +309,7 @@ impl Upstream {
             name: name.to_owned(),
             dynamic,
             errored: AtomicBool::new(false),
+            turn: AtomicUsize::new(0),
             balancer: Mutex::new(Balancer::new(members.len())),
             members: ArcSwap::from_pointee(members),
             conf,
@@ -325,6 +344,11 @@ impl Upstream {
             self.answered.load(Ordering::Relaxed),
             self.failed.load(Ordering::Relaxed),
         )
+    }
+
+    /// Counts turns for [`crate::handoff::pick`].
+    pub(crate) fn next_turn(&self) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn members(&self) -> Arc<Vec<Member>> {

@@ -2,7 +2,8 @@
 // rein, the preload makes that listen() use the socket rein passes as fd 3.
 //
 // Usage: node node_app.js TAG [--fail-at-start]
-// Answers every request with `node:TAG:PID`; `--fail-at-start` exits 1 before listening (a broken release).
+// Answers every request with `node:TAG:PID` (`/peer`: the client's port as this process sees it);
+// `--fail-at-start` exits 1 before listening (a broken release).
 'use strict';
 
 const http = require('http');
@@ -14,7 +15,7 @@ if (process.argv.includes('--fail-at-start')) {
 }
 http
   .createServer((req, res) => {
-    const body = `node:${tag}:${process.pid}`;
+    const body = req.url === '/peer' ? String(req.socket.remotePort) : `node:${tag}:${process.pid}`;
     res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
     res.end(body);
   })

@@ -23,6 +23,7 @@ mod as_user;
 mod cli;
 mod crash;
 mod dashboard;
+mod handoff;
 mod hygiene;
 mod logs;
 mod persistence;
