@@ -504,9 +504,9 @@ def span(xs, fmt="{:.2f}"):
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-def memory_targets(idle_kb, c100_kb=None, per_conn_kb=None, per_conn_note=""):
+def memory_targets(idle_kb, c100_kb=None, per_conn_kb=None, per_conn_note="", idle_note=""):
     """Issue 27's memory targets for rein's own process, as far as a run measured them."""
-    parts = [f"≤ 10 MB idle {'met' if idle_kb <= 10 * 1024 else 'missed'} ({fmt_mb(idle_kb)})"]
+    parts = [f"≤ 10 MB idle {'met' if idle_kb <= 10 * 1024 else 'missed'} ({fmt_mb(idle_kb)}{idle_note})"]
     if c100_kb:
         parts.append(f"≤ 15 MB at 100 connections {'met' if c100_kb <= 15 * 1024 else 'missed'} ({fmt_mb(c100_kb)})")
     if per_conn_kb is not None:

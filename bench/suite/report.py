@@ -281,7 +281,8 @@ def _node_meaning(result, sc, c):
         hop = (r.get("proxy_user_us_per_req_median") or 0) + (r.get("proxy_kernel_us_per_req_median") or 0)
         parts.append(f"The whole stack spends {r['server_cpu_us_per_req_median']:.1f} µs of CPU per request against "
                      f"PM2's {p['server_cpu_us_per_req_median']:.1f}: rein's own process, the proxy hop PM2's "
-                     f"cluster does not have (its workers share the listening socket), takes {hop:.1f} of them.")
+                     f"cluster does not have (its primary hands each connection to a worker, which then serves it "
+                     f"directly), takes {hop:.1f} of them.")
     ab = sc.get("ab_summary", {})
     if ab.get("rein", {}).get("rps_median") and ab.get("pm2", {}).get("rps_median"):
         parts.append(f"With `{sc['setup']['ab_command']}`, the tool of published comparisons: rein "
@@ -525,11 +526,11 @@ def _php_meaning(result, sc):
         sm = sc["summary"].get(page, {})
         r, n = _pt(sm, PHP_REF, c), _pt(sm, PHP_PEER, c)
         if r.get("rps_median") and n.get("rps_median"):
-            parts.append(f"{r['rps_median'] / n['rps_median']:.2f} × on `{page}` (p99 {_ms(r['p99_ms_median'])} "
-                         f"against {_ms(n['p99_ms_median'])}"
-                         + (f"; {n['errors']:,} errors on nginx's side" if n.get("errors") else "") + ")")
-    text = ("Over the same Unix socket, rein → PHP-FPM serves " + " and ".join(parts)
-            + " nginx's requests per second. " if parts else "")
+            parts.append(f"`{page}` {r['rps_median'] / n['rps_median']:.2f} × the requests per second, p99 "
+                         f"{_ms(r['p99_ms_median'])} against {_ms(n['p99_ms_median'])}"
+                         + (f" ({n['errors']:,} errors on nginx's side)" if n.get("errors") else ""))
+    text = ("Over the same Unix socket, rein → PHP-FPM against nginx → PHP-FPM: " + "; ".join(parts) + ". "
+            if parts else "")
     text += ("With more connections than FPM children, nginx opens further FastCGI connections that wait in FPM's "
              "accept queue behind its kept-alive ones: that queueing is nginx's p99 and its errors; rein keeps one "
              "connection per child (its upstream server's `max_connections`) and queues the rest of the requests "
@@ -586,7 +587,7 @@ def socket_section(result):
     if ratios:
         out.append("A Unix socket to the app serves " + " and ".join(f"{v} × TCP's rate through {k}"
                                                                       for k, v in ratios.items())
-                   + ": the reason rein's apps listen on Unix sockets by default.")
+                   + " (`\"socket\": \"unix\"` is rein's default).")
     out += _skips(sc)
     return "\n".join(out), []
 
