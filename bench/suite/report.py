@@ -572,9 +572,11 @@ def socket_section(result):
         "`\"socket\": \"unix\"` or `\"tcp\"`, nginx `server unix:…` or `127.0.0.1:PORT`; "
         f"`wrk -t{a['threads']} -c N -d {a['duration']}s`, medians of {_rounds(result)}."),
         "bench/run-all --only socket")
-    out.append("| server | connections | req/s, Unix | req/s, TCP | Unix / TCP | p99, Unix | p99, TCP |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    out.append("| server | connections | req/s, Unix | req/s, TCP | Unix / TCP | p99, Unix | p99, TCP | CPU µs per "
+               "request, whole stack, Unix | TCP |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ratios = {}
+    cpu = "server_cpu_us_per_req_median"
     for who in ("rein", "nginx"):
         for c in a["vs_conns"]:
             u, t = _pt(sc["summary"], f"{who}, unix", c), _pt(sc["summary"], f"{who}, tcp", c)
@@ -582,7 +584,8 @@ def socket_section(result):
                 ratios.setdefault(who, _ratio(u.get("rps_median"), t.get("rps_median")))
                 out.append(f"| {who} | {c} | {_num(u.get('rps_median'))} | {_num(t.get('rps_median'))} | "
                            f"{_ratio(u.get('rps_median'), t.get('rps_median'))} | {_ms(u.get('p99_ms_median'))} | "
-                           f"{_ms(t.get('p99_ms_median'))} |")
+                           f"{_ms(t.get('p99_ms_median'))} | {_num(u.get(cpu), '{:.1f}')} | "
+                           f"{_num(t.get(cpu), '{:.1f}')} |")
     out.append("")
     if ratios:
         out.append("A Unix socket to the app serves " + " and ".join(f"{v} × TCP's rate through {k}"
