@@ -418,27 +418,146 @@ def fmt_mb(kb):
     return f"{kb / 1024:.1f} MB"
 
 
-def update_docs(key, script, body):
-    """Replaces the block `key` in docs/benchmarks.md with `body` (appends it when absent); the rest of the
-    file is left alone."""
+GLANCE_KEY = "glance"
+GLANCE_HEAD = ("| scenario | figure | rein | peer | rein / peer | CPU per request, rein / peer | run |\n"
+               "|---|---|---:|---|---:|---:|---|")
+
+
+def load_results(path):
+    """A results file for --render; its own path becomes the raw results the docs point to, wherever it was
+    written when the benchmark ran."""
+    import json as _json
+    with open(path) as f:
+        result = _json.load(f)
+    result["json_path"] = os.path.abspath(path)
+    return result
+
+
+def results_rel(result):
+    """The results file as the docs name it: relative to the repository."""
+    return os.path.relpath(result["json_path"], REPO)
+
+
+def commit_of(text):
+    """The commit in a version string ("rein 0.1.0 (64786cdfd87b)", "c774ca0899c0 (+ uncommitted changes ...)"),
+    short, with a + when the tree had uncommitted changes in src/."""
+    m = re.search(r"\b([0-9a-f]{7,40})\b", text or "")
+    if not m:
+        return "?"
+    return m.group(1)[:7] + ("+" if "uncommitted" in text else "")
+
+
+def machine_label(m):
+    """"2 CPUs, Intel Xeon": the machine in a few words, for the tables; the sections give the rest."""
+    model = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b.*|\d+-Core.*", "", m.get("cpu_model", "")).split()
+    return f"{m['nproc']} CPUs, {' '.join(model[:2]) or 'unknown CPU'}"
+
+
+def run_label(result, rein_version=None):
+    """"2026-11-26 · 64786cd · 2 CPUs, Intel Xeon": when, which commit, where."""
+    v = rein_version if rein_version is not None else result["versions"]["rein"]
+    return f"{result['date'][:10]} · {commit_of(v)} · {machine_label(result['machine'])}"
+
+
+def reproduce(command, drop=("--no-build", "--no-docs", "--docs")):
+    """The command a reader types to run the benchmark again: the recorded one without the run's environment
+    (CARGO_TARGET_DIR=…) and without the flags that only say where the binary and the output come from."""
+    words = [w for w in command.split() if "=" not in w or w.startswith("-")]
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w in drop:
+            continue
+        if w in ("--render", "--rein"):
+            skip = True
+            continue
+        out.append(w)
+    return " ".join(out)
+
+
+def provenance(result, command, extra=""):
+    """The line under a section's setup: how to run it again, when, where, on which commit, and the raw file."""
+    m = result["machine"]
+    return (f"Reproduce: `{command}` · run {result['date']} on {m['nproc']} CPUs ({m['cpu_model']}), "
+            f"Linux {m['kernel']}, rein {commit_of(result['versions']['rein'])}{extra} · raw results: "
+            f"`{results_rel(result)}`")
+
+
+def slug(title):
+    """The anchor GitHub gives a heading."""
+    s = re.sub(r"[^\w\- ]", "", title.strip().lower())
+    return s.replace(" ", "-")
+
+
+def ratio(a, b, fmt="{:.2f}"):
+    return "–" if a is None or not b else fmt.format(a / b)
+
+
+def span(xs, fmt="{:.2f}"):
+    """"0.79–0.92" (or one figure when they agree), for the readings."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "–"
+    lo, hi = fmt.format(min(xs)), fmt.format(max(xs))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def memory_targets(idle_kb, c100_kb=None, per_conn_kb=None, per_conn_note="", idle_note=""):
+    """Issue 27's memory targets for rein's own process, as far as a run measured them."""
+    parts = [f"≤ 10 MB idle {'met' if idle_kb <= 10 * 1024 else 'missed'} ({fmt_mb(idle_kb)}{idle_note})"]
+    if c100_kb:
+        parts.append(f"≤ 15 MB at 100 connections {'met' if c100_kb <= 15 * 1024 else 'missed'} ({fmt_mb(c100_kb)})")
+    if per_conn_kb is not None:
+        parts.append(f"≤ 2 kB per idle keep-alive connection {'met' if per_conn_kb <= 2 else 'missed'} "
+                     f"({per_conn_kb:.1f} kB{per_conn_note})")
+    return "Issue 27's memory targets for rein's own RSS: " + "; ".join(parts) + "."
+
+
+def glance_row(scenario, figure, rein, peer, rein_peer, cpu, run):
+    """One line of the at-a-glance table. `scenario` is (text, section title); the link goes to the section."""
+    text, title = scenario
+    return f"| [{text}](#{slug(title)}) | {figure} | {rein} | {peer} | {rein_peer} | {cpu} | {run} |"
+
+
+def update_docs(key, script, body, glance=()):
+    """Replaces the block `key` in docs/benchmarks.md with `body` (appends it when absent), then the at-a-glance
+    block from every block's `glance` rows, in the order the blocks stand; the rest of the file is left alone.
+    A block keeps its rows in a comment at its top, so that a script rewriting its own block also rewrites its
+    rows and never needs another script's results."""
     begin, end = f"<!-- BEGIN bench:{key} (generated by bench/{script}; do not edit by hand) -->", \
         f"<!-- END bench:{key} -->"
-    block = f"{begin}\n{body}\n{end}"
+    rows = "".join(f"{r}\n" for r in glance)
+    block = f"{begin}\n" + (f"<!-- glance\n{rows}-->\n" if rows else "") + f"{body}\n{end}"
     if os.path.exists(DOC_PATH):
         with open(DOC_PATH) as f:
             text = f.read()
     else:
-        text = ("# Benchmarks\n\nFigures below are produced by the scripts in `bench/` (see `bench/README.md`); "
-                "each generated section is replaced when its script runs again, the rest of this file is "
-                "written by hand.\n")
-    pat = re.compile(re.escape(f"<!-- BEGIN bench:{key} ") + r".*?" + re.escape(end), re.S)
-    if pat.search(text):
-        text = pat.sub(lambda _: block, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
+        text = ("# Benchmarks\n\n## At a glance\n\n"
+                f"<!-- BEGIN bench:{GLANCE_KEY} (generated by bench/lib/benchlib.py; do not edit by hand) -->\n"
+                f"<!-- END bench:{GLANCE_KEY} -->\n")
+    text = _replace_block(text, key, block)
+    text = _replace_block(text, GLANCE_KEY, _glance_block(text))
     os.makedirs(os.path.dirname(DOC_PATH), exist_ok=True)
     with open(DOC_PATH, "w") as f:
         f.write(text if text.endswith("\n") else text + "\n")
+
+
+def _replace_block(text, key, block):
+    end = f"<!-- END bench:{key} -->"
+    pat = re.compile(re.escape(f"<!-- BEGIN bench:{key} ") + r".*?" + re.escape(end), re.S)
+    if pat.search(text):
+        return pat.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def _glance_block(text):
+    rows = []
+    for m in re.finditer(r"<!-- glance\n(.*?)-->", text, re.S):
+        rows += [r for r in m.group(1).splitlines() if r.strip()]
+    begin = f"<!-- BEGIN bench:{GLANCE_KEY} (generated by bench/lib/benchlib.py; do not edit by hand) -->"
+    return f"{begin}\n{GLANCE_HEAD}\n" + "".join(f"{r}\n" for r in rows) + f"<!-- END bench:{GLANCE_KEY} -->"
 
 
 def install_signal_handlers():

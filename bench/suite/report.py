@@ -1,11 +1,12 @@
-"""Markdown for bench/run-all's results: the summary table (also printed on stdout) and the generated block
-of docs/benchmarks.md, one section per scenario, with ratios rein / peer and links to the charts.
+"""Markdown for bench/run-all's results: the summary table printed on stdout, and the sections of
+docs/benchmarks.md, one block per scenario (or pair of scenarios) with its at-a-glance rows. The python scenario's
+section is in pyreport.
 
-Everything here reads the results dict only, so `bench/run-all --render FILE.json` re-renders a past run.
+Everything here reads the results dict only, so `bench/run-all --render FILE.json ...` re-renders past runs, each
+section from the latest file that holds its scenarios.
 """
 
-import os
-
+import benchlib
 from benchlib import fmt_mb, fmt_ms
 
 from . import pyreport
@@ -197,338 +198,422 @@ def skipped_lines(result):
 
 # --------------------------------------------------------------------------------------------- sections
 
-
-def _points_table(summary, stacks, points, ref=None, label=_l, point_name="connections"):
-    """Rows of RPS / p50 / p99 per stack and point, with ratios rein / `ref`-or-each-peer."""
-    out = [f"| {point_name} | server | RPS | p50 | p99 | errors | rein/this RPS | rein/this p99 | RPS per round |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-    for pt in points:
-        r = _pt(summary, ref or "rein", pt)
-        for s in stacks:
-            x = _pt(summary, s, pt)
-            if not x:
-                continue
-            if not x.get("rps_median"):
-                out.append(f"| {pt} | {label(s)} | failed | | | | | | {'; '.join(x.get('run_errors', []))[:200]} |")
-                continue
-            is_ref = s == (ref or "rein")
-            err = x["errors"]
-            out.append(f"| {pt} | {label(s)} | {_num(x['rps_median'])} | {_ms(x['p50_ms_median'])} | "
-                       f"{_ms(x['p99_ms_median'])} | {err}{' ⚠' if err else ''} | "
-                       f"{'–' if is_ref else _ratio(r.get('rps_median'), x['rps_median'])} | "
-                       f"{'–' if is_ref else _ratio(r.get('p99_ms_median'), x['p99_ms_median'])} | "
-                       f"{', '.join(f'{v:,}' for v in x['rps_rounds'])} |")
-    return out
+NODE_TARGET = 0.95  # issue 27, target 3: rein in front of 2 instances >= 0.95 x PM2's cluster of 2
 
 
-def _resilience_section(result, kind):
-    sc = result["scenarios"].get(kind)
-    title = {"reload": "1. Reload downtime", "crash": "2. Crash recovery"}[kind]
-    out = [f"### {title}", ""]
-    if not sc or sc["status"] != "ok":
-        out.append(f"Not measured: {_why(sc)}.")
-        return out
+def _setup_line(result, text, command):
+    return [text, "", benchlib.provenance(result, command), ""]
+
+
+def _stack_cpu(x):
+    """Whole-stack CPU µs per request, with the proxy hop's user + kernel where the stack has one."""
+    whole = x.get("server_cpu_us_per_req_median")
+    if whole is None:
+        return "–"
+    if "proxy_user_us_per_req_median" in x:
+        return (f"{whole:.1f} (hop {x['proxy_user_us_per_req_median']:.1f} + "
+                f"{x['proxy_kernel_us_per_req_median']:.1f})")
+    return f"{whole:.1f}"
+
+
+def _err(x):
+    return f"{x['errors']:,} ⚠" if x.get("errors") else "0"
+
+
+NODE_TITLE = "Node.js JSON hello: rein vs PM2, nginx, Passenger"
+
+
+def node_section(result):
+    sc = _sc(result, "node")
     st = sc["setup"]
-    trig = ("the reload (rein: `GET /control/applications/web/restart`; PM2: `pm2 reload hello`; nginx: the two "
-            "instances restarted one after the other, each awaited; Passenger: `passenger-config restart-app`)"
-            if kind == "reload" else
-            "`kill -9` of the oldest instance (at least 10.5 s old), then the stack's own view polled every 20 ms "
-            "until as many instances are up again (rein: `ready` in /status; PM2: `online`; nginx: the respawned "
-            "instance answering, respawned 0.1 s after its exit as systemd's `Restart=always` would; Passenger: "
-            "`ALIVE` in its pool)")
-    out.append(f"The same 2-instance Node.js app; load `{st['load_command']}` with D = {st['load_seconds']} s "
-               f"(100 keep-alive connections), and {trig} at {st['trigger_at_s']} s. Medians of "
-               f"{_rounds(result)}; failed = requests that got no 2xx (by kind, per round).\n")
-    if kind == "reload":
-        out.append("| server | failed requests | failure kinds (per round) | longest gap without a 2xx | reload took | "
-                   "p99 overall | RPS overall |")
-        out.append("|---|---:|---|---:|---:|---:|---:|")
-    else:
-        out.append("| server | failed requests | failure kinds (per round) | longest gap without a 2xx | "
-                   "time to full capacity | p99 overall | RPS overall |")
-        out.append("|---|---:|---|---:|---:|---:|---:|")
-    for name, x in sc["summary"].items():
-        if "failed_median" not in x:
-            out.append(f"| {_l(name)} | failed: {'; '.join(x['errors'])[:200]} | | | | | |")
-            continue
-        third = (f"{x['reload_s_median']:.2f} s ({x['reload_ok']}/{x['rounds']} ok)" if kind == "reload" else
-                 f"{_num(x.get('ttc_s_median'), '{:.2f} s')} ({x['recovered']}/{x['rounds']} recovered)")
-        out.append(f"| {_l(name)} | {x['failed_median']:.0f} ({', '.join(map(str, x['failed_rounds']))}) | "
-                   f"{'; '.join(x['failed_kinds'])} | {x['gap_ms_median']:.0f} ms{_drain(x)} "
-                   f"({', '.join(f'{g:.0f}' for g in x['gap_ms_rounds'])}) | {third} | "
-                   f"{_ms(x['p99_ms_median'])} | {_num(x['rps_median'])} |")
-    if any(x.get("gap_in_drain_rounds") for x in sc["summary"].values()):
-        out += ["", DRAIN_NOTE]
-    if kind == "reload" and "nginx" in sc["summary"]:
-        out += ["", "nginx's upstream defaults (`max_fails=1 fail_timeout=10s`) mark an instance down for 10 s after "
-                "one failed attempt, so restarting the second instance within 10 s of the first can leave no live "
-                "upstream (502s until fail_timeout passes), depending on whether a request met the first instance "
-                "while it was down; the `max_fails=0` row is the same stack with that passive check off."]
-    out += _skips(sc)
-    return out
-
-
-def _skips(sc):
-    out = []
-    for x in sc.get("skipped", []):
-        out.append(f"- *{x['stack']} skipped:* {x['reason']}")
-    for x in sc.get("failed_stacks", []):
-        out.append(f"- *{x['stack']} failed to start:* {x['error'][:400]}")
-    return [""] + out if out else []
-
-
-NODE_TARGET = 1.2  # issue 4: rein's RPS at least 1.2 × nginx's over the same instances
-
-
-def node_budget(rein, nginx):
-    """The most user-space CPU per request (µs) rein's own process could spend and still reach NODE_TARGET ×
-    nginx's RPS on this saturated machine, everything else (its kernel work, its instances, wrk) as measured:
-    RPS follows the CPU a request costs everything on the machine. Negative: out of reach even with none."""
-    keys = ("server_cpu_us_per_req_median", "wrk_us_per_req_median", "proxy_user_us_per_req_median")
-    if not all(k in rein for k in keys) or not all(k in nginx for k in keys[:2]):
-        return None
-    allowed = (nginx["server_cpu_us_per_req_median"] + nginx["wrk_us_per_req_median"]) / NODE_TARGET
-    rest = rein["server_cpu_us_per_req_median"] - rein["proxy_user_us_per_req_median"] + rein["wrk_us_per_req_median"]
-    return allowed - rest
-
-
-def _node_cpu(summary, stacks, conns):
-    """CPU per request of each part of each stack, and rein's user-space budget for the RPS target."""
-    rows, budgets = [], []
-    for c in conns:
-        for name in stacks:
-            x = summary.get(name, {}).get(str(c), {})
-            if "server_cpu_us_per_req_median" not in x:
-                continue
-            whole = x["server_cpu_us_per_req_median"]
-            if "proxy_user_us_per_req_median" in x:
-                pu, pk = x["proxy_user_us_per_req_median"], x["proxy_kernel_us_per_req_median"]
-                proxy, apps = f"{pu:.1f} + {pk:.1f}", f"{whole - pu - pk:.1f}"
-            else:
-                proxy, apps = "–", f"{whole:.1f}"
-            rows.append(f"| {c} | {_l(name)} | {whole:.1f} | {proxy} | {apps} | "
-                        f"{x.get('wrk_us_per_req_median', 0):.1f} |")
-        b = node_budget(summary.get("rein", {}).get(str(c), {}), summary.get("nginx", {}).get(str(c), {}))
-        if b is not None:
-            budgets.append(f"c={c}: {b:.1f} µs (rein's is "
-                           f"{summary['rein'][str(c)]['proxy_user_us_per_req_median']:.1f})")
-    if not rows:
-        return []
-    out = ["CPU per request, medians (µs; the stack is the server and its two instances, the proxy hop its "
-           "user + kernel time, the instances the rest):\n",
-           "| connections | server | stack | proxy hop (user + kernel) | instances | wrk |",
-           "|---:|---|---:|---:|---:|---:|"] + rows + [""]
-    if budgets:
-        out.append(f"On these two shared CPUs, RPS follows what a request costs everything on the machine. For "
-                   f"rein to reach {NODE_TARGET} × nginx's RPS, with its kernel work, its instances and wrk as "
-                   "measured, its own user-space work per request could be at most: " + "; ".join(budgets) +
-                   ". A negative budget: out of reach even with none.\n")
-    return out
-
-
-def _node_section(result):
-    sc = result["scenarios"].get("node")
-    out = ["### 3. Node.js JSON hello: requests per second and latency", ""]
-    if not sc or sc["status"] != "ok":
-        out.append(f"Not measured: {_why(sc)}.")
-        return out
-    st = sc["setup"]
-    out.append(f"`{st['wrk_command']}`, N = {', '.join(map(str, st['conns']))}, against each stack in turn "
-               f"(interleaved), medians of {_rounds(result)}; 2 app instances everywhere. Ratios "
-               "are rein / that server (RPS above 1 and p99 below 1 favour rein); ⚠ marks a point with errors "
-               "(non-2xx or socket errors), which counts as failed whatever its speed.\n")
-    stacks = list(sc["summary"].keys())
-    out += _points_table(sc["summary"], stacks, st["conns"])
+    out = [f"## {NODE_TITLE}", ""]
+    out += _setup_line(result, (
+        "The same app (`bench/apps/node/hello.js`: `http.createServer` answering `{\"hello\":\"world\"}`), 2 "
+        "instances in every stack: rein (an `external` app with `\"processes\": 2`, reached over Unix sockets), "
+        "PM2's cluster mode, nginx in front of 2 instances (upstream keepalive 64, HTTP/1.1), and Apache with "
+        f"Passenger. `{st['wrk_command']}` against each stack in turn, medians of {_rounds(result)}; the load "
+        f"generator and every stack share the same {result['machine']['nproc']} CPUs."), "bench/run-all --only node")
+    stacks = [s for s in ("rein",) + NODE_PEERS if s in sc["summary"]]
+    peers = [s for s in stacks if s != "rein"]
+    out.append("| connections | " + " | ".join(f"req/s {_l(s)}" for s in stacks) + " | "
+               + " | ".join(f"rein / {_l(s)}" for s in peers[:2]) + " |")
+    out.append("|---:|" + "---:|" * (len(stacks) + len(peers[:2])))
+    for c in st["conns"]:
+        pts = [_pt(sc["summary"], s, c) for s in stacks]
+        cells = [(_num(x.get("rps_median")) + (" ⚠" if x.get("errors") else "")) for x in pts]
+        r = pts[0]
+        ratios = [_ratio(r.get("rps_median"), _pt(sc["summary"], s, c).get("rps_median")) for s in peers[:2]]
+        out.append(f"| {c:,} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     out.append("")
-    out += _node_cpu(sc["summary"], stacks, st["conns"])
-    ab = sc.get("ab_summary", {})
-    if ab:
-        out.append(f"`{st['ab_command']}` (the published comparisons' tool; HTTP/1.0 keep-alive), medians of "
-                   f"{result['args']['rounds']}:\n")
-        out.append("| server | RPS | p50 | p99 | failed | non-2xx | keep-alive requests | rein/this RPS |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
-        r = ab.get("rein", {})
-        for name, x in ab.items():
-            if not x.get("rps_median"):
-                out.append(f"| {_l(name)} | failed: {'; '.join(x['run_errors'])[:200]} | | | | | | |")
-                continue
-            out.append(f"| {_l(name)} | {_num(x['rps_median'])} | {_num(x['p50_ms_median'], '{:.0f} ms')} | "
-                       f"{_num(x['p99_ms_median'], '{:.0f} ms')} | {x['failed']} | {x['non_2xx']} | "
-                       f"{_num(x['keepalive_requests_median'])} | "
-                       f"{'–' if name == 'rein' else _ratio(r.get('rps_median'), x['rps_median'])} |")
-    out += _skips(sc)
-    return out
-
-
-def _memory_section(result):
-    sc = result["scenarios"].get("memory")
-    out = ["### 4. Memory", ""]
-    if not sc or sc["status"] != "ok":
-        out.append(f"Not measured: {_why(sc)}.")
-        return out
-    out.append("Every process of each stack summed (rein + its 2 instances; PM2 daemon + 2 workers; nginx master + "
-               "workers + 2 instances; Apache + Passenger's watchdog, core and 2 apps). RSS counts shared pages in "
-               "every process, PSS shares them out. Under load: halfway through `"
-               f"{sc['setup']['wrk_command']}`, median of {result['args']['rounds']}; peak: the sum of each live "
-               "process's VmHWM after the runs.\n")
-    out.append("| server | processes | idle RSS | idle PSS | RSS under c=100 | PSS under c=100 | peak (VmHWM sum) | "
-               "rein/this under load |")
+    c = 100 if 100 in st["conns"] else st["conns"][-1]
+    r = _pt(sc["summary"], "rein", c)
+    out.append(f"At {c} connections (⚠: a point with errors, failed whatever its speed):\n")
+    out.append("| stack | req/s | p99 | errors | CPU µs per request, whole stack (proxy hop: user + kernel) | "
+               "rein / this: req/s | p99 | CPU |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for s in stacks:
+        x = _pt(sc["summary"], s, c)
+        if not x.get("rps_median"):
+            continue
+        me = s == "rein"
+        out.append(f"| {_l(s)} | {_num(x['rps_median'])} | {_ms(x['p99_ms_median'])} | {_err(x)} | {_stack_cpu(x)} | "
+                   + " | ".join("–" if me else _ratio(r.get(k), x.get(k)) for k in (
+                       "rps_median", "p99_ms_median", "server_cpu_us_per_req_median")) + " |")
+    out.append("")
+    chart = _chart(result, "run-all-latency.png")
+    if chart:
+        out += [chart, ""]
+    out.append(_node_meaning(result, sc, c))
+    out += _skips(sc)
+    return "\n".join(out), _node_glance(result, sc, c)
+
+
+def _node_meaning(result, sc, c):
+    r, p, n = (_pt(sc["summary"], s, c) for s in ("rein", "pm2", "nginx"))
+    parts = []
+    if r.get("rps_median") and p.get("rps_median"):
+        x = r["rps_median"] / p["rps_median"]
+        parts.append(f"rein in front of 2 instances serves {x:.2f} × what PM2's cluster does at {c} connections "
+                     f"(issue 27's target 3: ≥ {NODE_TARGET} ×, {'met' if x >= NODE_TARGET else 'missed'})"
+                     + (f" and {r['rps_median'] / n['rps_median']:.2f} × nginx in front of the same 2 instances"
+                        if n.get("rps_median") else "") + ".")
+    if r.get("server_cpu_us_per_req_median") and p.get("server_cpu_us_per_req_median"):
+        hop = (r.get("proxy_user_us_per_req_median") or 0) + (r.get("proxy_kernel_us_per_req_median") or 0)
+        parts.append(f"The whole stack spends {r['server_cpu_us_per_req_median']:.1f} µs of CPU per request against "
+                     f"PM2's {p['server_cpu_us_per_req_median']:.1f}: rein's own process, the proxy hop PM2's "
+                     f"cluster does not have (its primary hands each connection to a worker, which then serves it "
+                     f"directly), takes {hop:.1f} of them.")
+    ab = sc.get("ab_summary", {})
+    if ab.get("rein", {}).get("rps_median") and ab.get("pm2", {}).get("rps_median"):
+        parts.append(f"With `{sc['setup']['ab_command']}`, the tool of published comparisons: rein "
+                     f"{_num(ab['rein']['rps_median'])} req/s, PM2 {_num(ab['pm2']['rps_median'])} "
+                     f"({ab['rein']['rps_median'] / ab['pm2']['rps_median']:.2f} ×).")
+    return " ".join(parts)
+
+
+def _node_glance(result, sc, c):
+    r, p = _pt(sc["summary"], "rein", c), _pt(sc["summary"], "pm2", c)
+    if not (r.get("rps_median") and p.get("rps_median")):
+        return []
+    cpu = "–"
+    if r.get("server_cpu_us_per_req_median") and p.get("server_cpu_us_per_req_median"):
+        cpu = (f"{r['server_cpu_us_per_req_median']:.1f} / {p['server_cpu_us_per_req_median']:.1f} µs "
+               f"({_ratio(r['server_cpu_us_per_req_median'], p['server_cpu_us_per_req_median'])}), whole stack")
+    return [benchlib.glance_row(("Node.js hello, 2 instances", NODE_TITLE), f"req/s, c={c}", _num(r["rps_median"]),
+                                f"PM2 cluster {_num(p['rps_median'])}", _ratio(r["rps_median"], p["rps_median"]),
+                                cpu, benchlib.run_label(result))]
+
+
+RESILIENCE_TITLE = "Reload and crash: rein vs PM2, nginx, Passenger"
+
+
+def resilience_section(result):
+    kinds = [k for k in ("reload", "crash") if _sc(result, k)]
+    st = _sc(result, kinds[0])["setup"]
+    out = [f"## {RESILIENCE_TITLE}", ""]
+    out += _setup_line(result, (
+        f"The 2-instance Node.js app of the section above under `{st['load_command'].replace(' D ', ' ')}` "
+        f"({st['connections']} keep-alive connections, {st['load_seconds']} s); at {st['trigger_at_s']} s, a "
+        "reload (rein: `GET /control/applications/web/restart`; PM2: `pm2 reload`; nginx: the two instances "
+        "restarted one after the other, each awaited; Passenger: `passenger-config restart-app`) or a `kill -9` "
+        "of the oldest instance, after which each stack's own view is polled until both instances are up again. "
+        f"Medians of {_rounds(result)}; a failed request is one that got no 2xx."),
+        "bench/run-all --only " + ",".join(kinds))
+    cols = {"reload": ("failed requests", "longest gap", "reload took"),
+            "crash": ("failed requests", "longest gap", "time to full capacity")}
+    out.append("| stack | " + " | ".join(f"{k}: {c}" for k in kinds for c in cols[k]) + " |")
+    out.append("|---|" + "---:|" * (3 * len(kinds)))
+    names = [s for s in ("rein",) + NODE_PEERS if any(s in _sc(result, k)["summary"] for k in kinds)]
+    for name in names:
+        cells = []
+        for k in kinds:
+            x = _sc(result, k)["summary"].get(name, {})
+            if "failed_median" not in x:
+                cells += ["–", "–", "–"]
+                continue
+            third = (f"{x['reload_s_median']:.2f} s" if k == "reload" else _num(x.get("ttc_s_median"), "{:.2f} s"))
+            cells += [f"{x['failed_median']:,.0f}", f"{x['gap_ms_median']:.0f} ms{_drain(x)}", third]
+        out.append(f"| {_l(name)} | " + " | ".join(cells) + " |")
+    out.append("")
+    if any(x.get("gap_in_drain_rounds") for k in kinds for x in _sc(result, k)["summary"].values()):
+        out += [DRAIN_NOTE, ""]
+    chart = _chart(result, "run-all-resilience.png")
+    if chart:
+        out += [chart, ""]
+    out.append(_resilience_meaning(result, kinds))
+    for k in kinds:
+        out += _skips(_sc(result, k))
+    return "\n".join(out), _resilience_glance(result, kinds)
+
+
+def _resilience_meaning(result, kinds):
+    parts = []
+    for k in kinds:
+        sm = _sc(result, k)["summary"]
+        r = sm.get("rein", {})
+        if "failed_median" not in r:
+            continue
+        worse = [f"{_l(s)} {sm[s]['failed_median']:,.0f}" for s in NODE_PEERS
+                 if "failed_median" in sm.get(s, {}) and sm[s]["failed_median"] > 0]
+        what = "a rolling reload" if k == "reload" else "a `kill -9`"
+        parts.append(f"Through {what} rein failed {r['failed_median']:,.0f} requests"
+                     + (f" (median of the rounds; {', '.join(worse)})" if worse else "") + ".")
+    if "reload" in kinds and "nginx" in _sc(result, "reload")["summary"]:
+        parts.append("nginx's upstream defaults (`max_fails=1 fail_timeout=10s`) mark an instance down for 10 s "
+                     "after one failed attempt, so restarting the second instance within 10 s of the first can leave "
+                     "none (502s until then); the `max_fails=0` row is the same stack with that check off.")
+    return " ".join(parts)
+
+
+def _resilience_glance(result, kinds):
+    rows = []
+    for k in kinds:
+        sm = _sc(result, k)["summary"]
+        r, p = sm.get("rein", {}), sm.get("pm2", {})
+        if "failed_median" not in r or "failed_median" not in p:
+            continue
+        what = "Rolling reload, 2 Node.js instances" if k == "reload" else "`kill -9` of 1 of 2 Node.js instances"
+        rows.append(benchlib.glance_row((what, RESILIENCE_TITLE), "failed requests under load",
+                                        f"{r['failed_median']:,.0f}", f"PM2 cluster {p['failed_median']:,.0f}", "–",
+                                        "–", benchlib.run_label(result)))
+    return rows
+
+
+MEMORY_TITLE = "Memory of a Node.js stack: rein vs PM2, nginx, Passenger"
+
+
+def memory_section(result):
+    sc = _sc(result, "memory")
+    out = [f"## {MEMORY_TITLE}", ""]
+    out += _setup_line(result, (
+        "The 2-instance Node.js stacks of the sections above, fresh: RSS and PSS summed over every process of the "
+        "stack (rein and its instances; PM2's daemon and workers; nginx's master, workers and instances; Apache "
+        "and Passenger's agents and apps), idle and halfway through "
+        f"`{sc['setup']['wrk_command']}` (median of {_rounds(result)}), and the sum of their peaks (VmHWM)."),
+        "bench/run-all --only memory")
+    out.append("| stack | processes | RSS idle | RSS under c=100 | PSS under c=100 | peak | rein / this, RSS under "
+               "c=100 |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
     r = sc["summary"].get("rein", {})
     for name, x in sc["summary"].items():
         if "idle_rss_kb" not in x:
             continue
-        out.append(f"| {_l(name)} | {x.get('processes_idle')}–{x.get('processes_load', '?')} | {fmt_mb(x['idle_rss_kb'])} | "
-                   f"{fmt_mb(x['idle_pss_kb'])} | {fmt_mb(x.get('load_rss_kb_median') or 0)} | "
-                   f"{fmt_mb(x.get('load_pss_kb_median') or 0)} | {fmt_mb(x.get('peak_hwm_kb') or 0)} | "
+        out.append(f"| {_l(name)} | {x.get('processes_load', x.get('processes_idle'))} | {fmt_mb(x['idle_rss_kb'])} "
+                   f"| {fmt_mb(x.get('load_rss_kb_median') or 0)} | {fmt_mb(x.get('load_pss_kb_median') or 0)} | "
+                   f"{fmt_mb(x.get('peak_hwm_kb') or 0)} | "
                    f"{'–' if name == 'rein' else _ratio(r.get('load_rss_kb_median'), x.get('load_rss_kb_median'))} |")
+    out.append("")
+    chart = _chart(result, "run-all-memory.png")
+    if chart:
+        out += [chart, ""]
+    text = ""
     if r.get("own_idle_rss_kb"):
-        out.append("")
-        out.append(f"rein's own process: {fmt_mb(r['own_idle_rss_kb'])} RSS idle, "
-                   f"{fmt_mb(r.get('own_load_rss_kb_median') or 0)} under c=100, peak "
-                   f"{fmt_mb(r.get('own_peak_hwm_kb') or 0)} (VmHWM); the rest of its stack is the two Node.js "
-                   "instances.")
+        text = (f"Most of each stack is its two Node.js processes; rein's own process is "
+                f"{fmt_mb(r['own_idle_rss_kb'])} idle and {fmt_mb(r.get('own_load_rss_kb_median') or 0)} under "
+                "100 connections. " + benchlib.memory_targets(r["own_idle_rss_kb"], r.get("own_load_rss_kb_median")))
+    out.append(text)
     out += _skips(sc)
-    return out
+    rows = []
+    p = sc["summary"].get("pm2", {})
+    if r.get("load_rss_kb_median") and p.get("load_rss_kb_median"):
+        rows.append(benchlib.glance_row(("Memory of a Node.js stack", MEMORY_TITLE), "RSS under c=100, whole stack",
+                                        fmt_mb(r["load_rss_kb_median"]), f"PM2 cluster {fmt_mb(p['load_rss_kb_median'])}",
+                                        _ratio(r["load_rss_kb_median"], p["load_rss_kb_median"]), "–",
+                                        benchlib.run_label(result)))
+    return "\n".join(out), rows
 
 
-def _vs_nginx_section(result):
-    out = ["### 5. rein vs nginx: static file, reverse proxy, load balancer, PHP", ""]
+LB_TITLE = "Load balancer over 3 backends: rein vs nginx"
+
+
+def lb_section(result):
+    sc = _sc(result, "lb")
     a = result["args"]
-    out.append(f"`wrk -t{a['threads']} -c N -d {a['duration']}s --latency`, nginx and rein in turn, medians of "
-               f"{_rounds(result)}. nginx: worker_processes = CPUs, access_log off, upstream keepalive 64 with "
-               "HTTP/1.1 (as `bench/static-file` and `bench/proxy` set it up); backends: nginx `worker_processes 1` "
-               "answering `hello\\n` (3 separate ones for the load balancer, round robin on both sides). The PHP "
-               "rows are in section 7.\n")
-    any_ = False
-    for name, label in (("static", "Static 1 KB file"), ("proxy", "Reverse proxy, 1 backend"),
-                        ("lb", "Load balancer, 3 backends")):
-        sc = result["scenarios"].get(name)
-        if not sc:
+    out = [f"## {LB_TITLE}", ""]
+    out += _setup_line(result, (
+        "rein and nginx balancing round robin over 3 backends (3 nginx processes with `worker_processes 1` "
+        "answering `hello\\n`), with the proxy settings of the section above (nginx: upstream keepalive 64, "
+        f"HTTP/1.1). `wrk -t{a['threads']} -c N -d {a['duration']}s --latency` against each in turn, medians of "
+        f"{_rounds(result)}; everything shares the same {result['machine']['nproc']} CPUs."),
+        "bench/run-all --only lb")
+    out += _vs_nginx_table(sc, a["vs_conns"])
+    out.append("")
+    rows, parts = [], []
+    for c in a["vs_conns"]:
+        r, n = _pt(sc["summary"], "rein", c), _pt(sc["summary"], "nginx", c)
+        if not (r.get("rps_median") and n.get("rps_median")):
             continue
-        any_ = True
-        out.append(f"**{label}**\n")
-        if sc["status"] != "ok":
-            out.append(f"Not measured: {_why(sc)}\n")
-            continue
-        out += _points_table(sc["summary"], ["nginx", "rein"], a["vs_conns"], label=lambda s: s)
-        out += _skips(sc)
-        out.append("")
-    if not any_:
-        out.append("Not run.")
+        cpu = _ratio(r.get("server_cpu_us_per_req_median"), n.get("server_cpu_us_per_req_median"))
+        met = (r["rps_median"] >= n["rps_median"] and r["p99_ms_median"] <= n["p99_ms_median"]
+               and cpu != "–" and float(cpu) <= 1 and not r["errors"] and not n["errors"])
+        parts.append(f"At {c} connections rein balances {r['rps_median'] / n['rps_median']:.2f} × nginx's requests "
+                     f"per second with {cpu} × its CPU per request and {_ratio(r['p99_ms_median'], n['p99_ms_median'])}"
+                     f" × its p99: issue 27's target 1 (CPU ≤ nginx's, RPS ≥, p99 ≤, as for the proxy) "
+                     f"{'met' if met else 'missed'}.")
+        rows.append(benchlib.glance_row(("Load balancer, 3 backends", LB_TITLE), f"req/s, c={c}",
+                                        _num(r["rps_median"]), f"nginx {_num(n['rps_median'])}",
+                                        _ratio(r["rps_median"], n["rps_median"]),
+                                        f"{r['server_cpu_us_per_req_median']:.1f} / "
+                                        f"{n['server_cpu_us_per_req_median']:.1f} µs ({cpu})",
+                                        benchlib.run_label(result)))
+    out.append(" ".join(parts))
+    out += _skips(sc)
+    return "\n".join(out), rows
+
+
+def _vs_nginx_table(sc, conns):
+    out = ["| connections | server | req/s | p99 | errors | CPU µs per request | rein / nginx: req/s | p99 | CPU |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in conns:
+        r = _pt(sc["summary"], "rein", c)
+        for s in ("rein", "nginx"):
+            x = _pt(sc["summary"], s, c)
+            if not x.get("rps_median"):
+                continue
+            cpu = x.get("server_cpu_us_per_req_median")
+            out.append(f"| {c} | {s} | {_num(x['rps_median'])} | {_ms(x['p99_ms_median'])} | {_err(x)} | "
+                       f"{'–' if cpu is None else f'{cpu:.1f}'} | "
+                       + " | ".join("–" if s == "rein" else _ratio(r.get(k), x.get(k)) for k in (
+                           "rps_median", "p99_ms_median", "server_cpu_us_per_req_median")) + " |")
     return out
 
 
-def _socket_section(result):
-    out = ["### 6. Unix socket vs TCP between server and app", ""]
-    a = result["args"]
-    sc = result["scenarios"].get("socket")
-    if sc and sc["status"] == "ok":
-        out.append(f"Node.js hello, 2 instances; rein `\"socket\": \"unix\"` vs `\"tcp\"`, nginx upstream "
-                   f"`server unix:…` vs `127.0.0.1:PORT`; `wrk -t{a['threads']} -c N -d {a['duration']}s`, medians "
-                   f"of {a['rounds']}.\n")
-        out.append("| server | connections | RPS unix | RPS tcp | unix/tcp RPS | p99 unix | p99 tcp |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|")
-        for who in ("rein", "nginx"):
-            for c in a["vs_conns"]:
-                u, t = _pt(sc["summary"], f"{who}, unix", c), _pt(sc["summary"], f"{who}, tcp", c)
-                if u or t:
-                    out.append(f"| {who} | {c} | {_num(u.get('rps_median'))} | {_num(t.get('rps_median'))} | "
-                               f"{_ratio(u.get('rps_median'), t.get('rps_median'))} | {_ms(u.get('p99_ms_median'))} | "
-                               f"{_ms(t.get('p99_ms_median'))} |")
-        out += _skips(sc)
-    elif sc:
-        out.append(f"Node.js: not measured: {_why(sc)}")
-    php = _sc(result, "php")
-    if php:
-        out.append("")
-        out.append("PHP hello through PHP-FPM (from the php scenario, same runs):\n")
-        out.append("| server | connections | RPS unix | RPS tcp | unix/tcp RPS | p99 unix | p99 tcp |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|")
-        sm = php["summary"].get("hello", {})
-        for who in ("nginx", "rein"):
-            for c in a["vs_conns"]:
-                u, t = _pt(sm, f"{who} → FPM unix", c), _pt(sm, f"{who} → FPM tcp", c)
-                if u or t:
-                    out.append(f"| {who} → PHP-FPM | {c} | {_num(u.get('rps_median'))} | {_num(t.get('rps_median'))} | "
-                               f"{_ratio(u.get('rps_median'), t.get('rps_median'))} | {_ms(u.get('p99_ms_median'))} | "
-                               f"{_ms(t.get('p99_ms_median'))} |")
-    if not sc and not php:
-        out.append("Not run.")
-    return out
+PHP_TITLE = "PHP through PHP-FPM: rein vs nginx"
+PHP_REF = "rein → FPM unix"
+PHP_PEER = "nginx → FPM unix"
 
 
-def _apps_section(result):
-    out = ["### 7. PHP and Python application stacks", ""]
+def php_section(result):
+    sc = _sc(result, "php")
     a = result["args"]
-    php = result["scenarios"].get("php")
-    if php:
-        out.append("**PHP** (`<?php echo \"Hello\";` and `phpinfo()`), PHP-FPM with "
-                   f"`pm = static`, `pm.max_children = {php.get('setup', {}).get('children', 4)}` for every stack "
-                   "(rein's own FPM: `\"processes\": 4`); rein → FPM through an upstream whose server has "
-                   "`max_connections` = the pool's size; nginx with `fastcgi_keep_conn on` and an upstream keepalive "
-                   "pool (the peer of the summary's ratios); `nginx → FPM unix, default`: nginx as Debian's "
-                   "`snippets/fastcgi-php.conf` and most guides set it up, `fastcgi_pass` straight to the socket "
-                   f"with a connection per request; `wrk -t{a['threads']} -c N -d {a['duration']}s`. "
-                   "Ratios: rein / that row.\n")
-        if php["status"] != "ok":
-            out.append(f"Not measured: {_why(php)}\n")
-        else:
-            for page in ("hello", "phpinfo"):
-                sm = php["summary"].get(page, {})
-                if not sm:
+    children = sc.get("setup", {}).get("children", 4)
+    out = [f"## {PHP_TITLE}", ""]
+    out += _setup_line(result, (
+        "`<?php echo \"Hello\";` and `phpinfo()` through one private PHP-FPM, a pool per stack and transport "
+        f"(`pm = static`, {children} children): rein's own PHP app (`\"type\": \"php\"`, {children} processes), "
+        "rein → the pool (a `fastcgi` action) over a Unix socket and over TCP, nginx → the pool with "
+        "`fastcgi_keep_conn on` and an upstream keepalive pool, and nginx as Debian's `fastcgi-php.conf` sets it up "
+        f"(a connection per request, \"default\"). `wrk -t{a['threads']} -c N -d {a['duration']}s --latency` "
+        f"against each in turn, medians of {_rounds(result)}; CPU per request counts the server and the whole "
+        "FPM."), "bench/run-all --only php")
+    out.append(f"| page | connections | stack | req/s | p99 | errors | CPU µs per request | {PHP_REF} / this: "
+               "req/s | p99 |")
+    out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for page in ("hello", "phpinfo"):
+        sm = sc["summary"].get(page, {})
+        for c in a["vs_conns"]:
+            r = _pt(sm, PHP_REF, c)
+            for s in sm:
+                x = _pt(sm, s, c)
+                if not x.get("rps_median"):
                     continue
-                ref = next((x for x in ("rein (own FPM)", "rein → FPM unix", "rein → FPM tcp")
-                            if any(_pt(sm, x, c).get("rps_median") for c in a["vs_conns"])), None)
-                out.append(f"*{page}*" + (f" (ratios against {ref}):\n" if ref else " (no rein stack ran: no ratios):\n"))
-                out += _points_table(sm, list(sm.keys()), a["vs_conns"], ref=ref, label=lambda s: s)
-                out.append("")
-            out.append("Each stack has its own FPM pools (a child serves one FastCGI connection at a time, and a kept-"
-                       "alive connection holds its child even when idle). With more connections than children, "
-                       "nginx opens further FastCGI connections that wait in FPM's accept queue while the children "
-                       "serve the kept-alive ones: that queueing is in nginx's p99.")
-            out += _skips(php)
-        out.append("")
-    py = result["scenarios"].get("python")
-    if py:
-        out += pyreport.run_all_pointer()
-    if not php and not py:
-        out.append("Not run.")
-    return out
+                cpu = x.get("server_cpu_us_per_req_median")
+                me = s == PHP_REF
+                out.append(f"| {page} | {c} | {s} | {_num(x['rps_median'])} | {_ms(x['p99_ms_median'])} | "
+                           f"{_err(x)} | {'–' if cpu is None else f'{cpu:.1f}'} | "
+                           f"{'–' if me else _ratio(r.get('rps_median'), x['rps_median'])} | "
+                           f"{'–' if me else _ratio(r.get('p99_ms_median'), x['p99_ms_median'])} |")
+    out.append("")
+    out.append(_php_meaning(result, sc))
+    out += _skips(sc)
+    return "\n".join(out), _php_glance(result, sc)
 
 
-def doc_block(result):
-    m, v, a = result["machine"], result["versions"], result["args"]
-    out = ["## Comparison suite: rein vs nginx, PM2, Passenger, PHP-FPM, gunicorn, uvicorn", ""]
-    if a.get("quick"):
-        out.append("> **Quick mode** (`--quick`: 1 round of 2 s, few connection counts): a smoke test of the suite, "
-                   "not figures to quote.\n")
-    out.append(f"- **Date:** {result['date']}")
-    out.append(f"- **Command:** `{result['command']}` (from the repository root); the run took "
-               f"{result['elapsed_s'] / 60:.1f} min")
-    out.append(f"- **Machine:** {m['nproc']} CPUs ({m['cpu_model']}), {m['ram_gib']} GiB RAM, Linux {m['kernel']}; "
-               "load generator and servers share the same CPUs")
-    out.append("- **Versions:** " + "; ".join(f"{val}" for k, val in v.items() if k not in ("rein_binary",)))
-    out.append(f"- **Rounds:** medians of {a['rounds']} round{'s' if a['rounds'] != 1 else ''}, {a['duration']} s per wrk run, reload/crash loads "
-               f"of {a['resilience_duration']} s")
-    out.append(f"- **Raw results:** `{os.path.relpath(result['json_path'], result['repo'])}` (every run, configs, "
-               "tool output)")
+def _php_meaning(result, sc):
+    c = result["args"]["vs_conns"][0]
+    parts = []
+    for page in ("hello", "phpinfo"):
+        sm = sc["summary"].get(page, {})
+        r, n = _pt(sm, PHP_REF, c), _pt(sm, PHP_PEER, c)
+        if r.get("rps_median") and n.get("rps_median"):
+            parts.append(f"`{page}` {r['rps_median'] / n['rps_median']:.2f} × the requests per second, p99 "
+                         f"{_ms(r['p99_ms_median'])} against {_ms(n['p99_ms_median'])}"
+                         + (f" ({n['errors']:,} errors on nginx's side)" if n.get("errors") else ""))
+    text = ("Over the same Unix socket, rein → PHP-FPM against nginx → PHP-FPM: " + "; ".join(parts) + ". "
+            if parts else "")
+    text += ("With more connections than FPM children, nginx opens further FastCGI connections that wait in FPM's "
+             "accept queue behind its kept-alive ones: that queueing is nginx's p99 and its errors; rein keeps one "
+             "connection per child (its upstream server's `max_connections`) and queues the rest of the requests "
+             "itself.")
+    sm = sc["summary"].get("phpinfo", {})
+    u, t = _pt(sm, PHP_PEER, c), _pt(sm, "nginx → FPM tcp", c)
+    if u.get("rps_median") and t.get("rps_median") and t["rps_median"] < u["rps_median"] / 2:
+        text += (f" nginx → PHP-FPM over TCP serves `phpinfo()` at {_num(t['rps_median'])} req/s: not traced, it "
+                 "has the shape of a long answer's last segment held by PHP-FPM's Nagle until nginx's delayed ACK, "
+                 "which rein avoids by acknowledging at once (`TCP_QUICKACK`).")
+    return text
+
+
+def _php_glance(result, sc):
+    c = result["args"]["vs_conns"][0]
+    sm = sc["summary"].get("hello", {})
+    r, n = _pt(sm, PHP_REF, c), _pt(sm, PHP_PEER, c)
+    if not (r.get("rps_median") and n.get("rps_median")):
+        return []
+    cpu = "–"
+    if r.get("server_cpu_us_per_req_median") and n.get("server_cpu_us_per_req_median"):
+        cpu = (f"{r['server_cpu_us_per_req_median']:.1f} / {n['server_cpu_us_per_req_median']:.1f} µs "
+               f"({_ratio(r['server_cpu_us_per_req_median'], n['server_cpu_us_per_req_median'])}), with FPM")
+    return [benchlib.glance_row(("PHP hello through PHP-FPM", PHP_TITLE), f"req/s, c={c}, Unix socket",
+                                _num(r["rps_median"]), f"nginx {_num(n['rps_median'])}"
+                                + (f" ({n['errors']:,} errors)" if n.get("errors") else ""),
+                                _ratio(r["rps_median"], n["rps_median"]), cpu, benchlib.run_label(result))]
+
+
+SOCKET_TITLE = "Unix socket or TCP between the server and its app"
+
+
+def socket_section(result):
+    sc = _sc(result, "socket")
+    a = result["args"]
+    out = [f"## {SOCKET_TITLE}", ""]
+    out += _setup_line(result, (
+        "The Node.js app of the sections above, 2 instances, reached over Unix sockets or over TCP: rein "
+        "`\"socket\": \"unix\"` or `\"tcp\"`, nginx `server unix:…` or `127.0.0.1:PORT`; "
+        f"`wrk -t{a['threads']} -c N -d {a['duration']}s`, medians of {_rounds(result)}."),
+        "bench/run-all --only socket")
+    out.append("| server | connections | req/s, Unix | req/s, TCP | Unix / TCP | p99, Unix | p99, TCP | CPU µs per "
+               "request, whole stack, Unix | TCP |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    ratios = {}
+    cpu = "server_cpu_us_per_req_median"
+    for who in ("rein", "nginx"):
+        for c in a["vs_conns"]:
+            u, t = _pt(sc["summary"], f"{who}, unix", c), _pt(sc["summary"], f"{who}, tcp", c)
+            if u or t:
+                ratios.setdefault(who, _ratio(u.get("rps_median"), t.get("rps_median")))
+                out.append(f"| {who} | {c} | {_num(u.get('rps_median'))} | {_num(t.get('rps_median'))} | "
+                           f"{_ratio(u.get('rps_median'), t.get('rps_median'))} | {_ms(u.get('p99_ms_median'))} | "
+                           f"{_ms(t.get('p99_ms_median'))} | {_num(u.get(cpu), '{:.1f}')} | "
+                           f"{_num(t.get(cpu), '{:.1f}')} |")
     out.append("")
-    out.append("### Summary")
-    out.append("")
-    out.append(summary_table(result))
-    out.append("")
-    charts = [c for c in result.get("charts") or [] if os.path.basename(c["path"]) != pyreport.CHART]
-    if charts:
-        out.append("Charts (each states machine, date and command):")
-        out.append("")
-        for c in charts:
-            out.append(f"![{c['title']}](bench/{os.path.basename(c['path'])})")
-            out.append("")
-    for part in (_resilience_section(result, "reload"), _resilience_section(result, "crash"), _node_section(result),
-                 _memory_section(result), _vs_nginx_section(result), _socket_section(result), _apps_section(result)):
-        out += part
-        out.append("")
-    out.append("Figures are measured as they came, on a machine shared by the load generator and the servers: "
-               "ratios are the meaningful part, absolute RPS is bounded by the 2 CPUs.")
-    return "\n".join(out)
+    if ratios:
+        out.append("A Unix socket to the app serves " + " and ".join(f"{v} × TCP's rate through {k}"
+                                                                      for k, v in ratios.items())
+                   + " (`\"socket\": \"unix\"` is rein's default).")
+    out += _skips(sc)
+    return "\n".join(out), []
+
+
+def _chart(result, name):
+    c = next((c for c in result.get("charts") or [] if c["path"].endswith("/" + name)), None)
+    return f"![{c['title']}](bench/{name})" if c else None
+
+
+def _skips(sc):
+    out = [f"- *{x['stack']} skipped:* {x['reason']}" for x in sc.get("skipped", [])]
+    out += [f"- *{x['stack']} failed to start:* {x['error'][:400]}" for x in sc.get("failed_stacks", [])]
+    return [""] + out if out else []
+
+
+# Each section of docs/benchmarks.md this suite writes: its block, the scenarios it shows, the charts it links,
+# and its renderer. A section is written from the latest results file holding one of its scenarios.
+SECTIONS = [
+    ("run-all-lb", ("lb",), (), lb_section),
+    ("run-all-node", ("node",), ("latency",), node_section),
+    ("run-all-resilience", ("reload", "crash"), ("resilience",), resilience_section),
+    ("run-all-memory", ("memory",), ("memory",), memory_section),
+    ("run-all-php", ("php",), (), php_section),
+    (pyreport.BLOCK, ("python",), ("python",), pyreport.doc_block),
+    ("run-all-socket", ("socket",), (), socket_section),
+]
