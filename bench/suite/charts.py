@@ -20,9 +20,9 @@ matplotlib.use("Agg")
 import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-LABEL = {"rein": "rein", "pm2": "PM2 cluster", "nginx": "nginx →\n2 node", "nginx-mf0": "nginx → 2 node,\nmax_fails=0",
+LABEL = {"rein": "rein", "rein-handoff": "rein,\nhandoff", "pm2": "PM2 cluster", "nginx": "nginx →\n2 node", "nginx-mf0": "nginx → 2 node,\nmax_fails=0",
          "passenger": "Passenger\n+ Apache"}
-COLORS = {"rein": "#d9480f", "pm2": "#1971c2", "nginx": "#2f9e44", "nginx-mf0": "#8ce99a", "passenger": "#7048e8",
+COLORS = {"rein": "#d9480f", "rein-handoff": "#f76707", "pm2": "#1971c2", "nginx": "#2f9e44", "nginx-mf0": "#8ce99a", "passenger": "#7048e8",
           "Granian": "#f59f00"}
 
 

@@ -43,13 +43,15 @@ def app_dir(ctx, tmp):
 
 
 class ReinNode(Rein):
-    def __init__(self, ctx, scope, tmp, name="rein", socket="unix", apps=None):
+    def __init__(self, ctx, scope, tmp, name="rein", socket="unix", apps=None, handoff=False):
         super().__init__(ctx, scope, name, tmp)
         self.app = APP
         self.port = free_ports(1)[0]
         d = app_dir(ctx, tmp)
         self.app_conf = {"type": "external", "executable": ctx.bins["node"], "arguments": ["hello.js"],
                          "working_directory": d, "processes": INSTANCES, "socket": socket}
+        if handoff:
+            self.app_conf["handoff"] = True
         self.configure({"listeners": {f"127.0.0.1:{self.port}": {"pass": f"applications/{APP}"}},
                         "applications": {APP: self.app_conf}}, f'"socket": "{socket}" applications')
         self.wait_app(APP, INSTANCES)
@@ -382,6 +384,9 @@ class PassengerNode(Stack):
 
 MAKERS = {  # stack name -> (kind for --stacks, label, constructor)
     "rein": ("rein", "rein", lambda ctx, scope, tmp: ReinNode(ctx, scope, tmp)),
+    # The instances take the client connections themselves (`"handoff": true`): no proxy hop.
+    "rein-handoff": ("rein", "rein, handoff",
+                     lambda ctx, scope, tmp: ReinNode(ctx, scope, tmp, name="rein-handoff", handoff=True)),
     "pm2": ("pm2", "PM2 cluster", lambda ctx, scope, tmp: Pm2Node(ctx, scope, tmp)),
     "nginx": ("nginx", "nginx + 2 node", lambda ctx, scope, tmp: NginxNode(ctx, scope, tmp)),
     # The same, with nginx's passive health check off (`max_fails=0`): a request that finds its instance down is
@@ -392,5 +397,5 @@ MAKERS = {  # stack name -> (kind for --stacks, label, constructor)
 }
 
 
-def makers(ctx, scope, tmp, names=("rein", "pm2", "nginx", "passenger")):
+def makers(ctx, scope, tmp, names=("rein", "rein-handoff", "pm2", "nginx", "passenger")):
     return [(MAKERS[n][0], MAKERS[n][1], (lambda n=n: MAKERS[n][2](ctx, scope, tmp))) for n in names]

@@ -11,9 +11,11 @@ from benchlib import fmt_mb, fmt_ms
 
 from . import pyreport
 
-LABEL = {"rein": "rein", "pm2": "PM2 cluster", "nginx": "nginx → 2 node", "nginx-mf0": "nginx → 2 node, max_fails=0",
+LABEL = {"rein": "rein", "rein-handoff": "rein, handoff", "pm2": "PM2 cluster", "nginx": "nginx → 2 node", "nginx-mf0": "nginx → 2 node, max_fails=0",
          "passenger": "Passenger + Apache"}
 NODE_PEERS = ("pm2", "nginx", "nginx-mf0", "passenger")
+# rein's Node.js stacks: proxying to its instances, and handing them the client connections (`"handoff": true`).
+REIN_NODE = ("rein", "rein-handoff")
 
 
 def _l(name):
@@ -233,8 +235,8 @@ def node_section(result):
         "PM2's cluster mode, nginx in front of 2 instances (upstream keepalive 64, HTTP/1.1), and Apache with "
         f"Passenger. `{st['wrk_command']}` against each stack in turn, medians of {_rounds(result)}; the load "
         f"generator and every stack share the same {result['machine']['nproc']} CPUs."), "bench/run-all --only node")
-    stacks = [s for s in ("rein",) + NODE_PEERS if s in sc["summary"]]
-    peers = [s for s in stacks if s != "rein"]
+    stacks = [s for s in REIN_NODE + NODE_PEERS if s in sc["summary"]]
+    peers = [s for s in stacks if s not in REIN_NODE]
     out.append("| connections | " + " | ".join(f"req/s {_l(s)}" for s in stacks) + " | "
                + " | ".join(f"rein / {_l(s)}" for s in peers[:2]) + " |")
     out.append("|---:|" + "---:|" * (len(stacks) + len(peers[:2])))
@@ -255,7 +257,7 @@ def node_section(result):
         x = _pt(sc["summary"], s, c)
         if not x.get("rps_median"):
             continue
-        me = s == "rein"
+        me = s in REIN_NODE
         out.append(f"| {_l(s)} | {_num(x['rps_median'])} | {_ms(x['p99_ms_median'])} | {_err(x)} | {_stack_cpu(x)} | "
                    + " | ".join("–" if me else _ratio(r.get(k), x.get(k)) for k in (
                        "rps_median", "p99_ms_median", "server_cpu_us_per_req_median")) + " |")
@@ -269,7 +271,7 @@ def node_section(result):
 
 
 def _node_meaning(result, sc, c):
-    r, p, n = (_pt(sc["summary"], s, c) for s in ("rein", "pm2", "nginx"))
+    r, h, p, n = (_pt(sc["summary"], s, c) for s in ("rein", "rein-handoff", "pm2", "nginx"))
     parts = []
     if r.get("rps_median") and p.get("rps_median"):
         x = r["rps_median"] / p["rps_median"]
@@ -283,6 +285,12 @@ def _node_meaning(result, sc, c):
                      f"PM2's {p['server_cpu_us_per_req_median']:.1f}: rein's own process, the proxy hop PM2's "
                      f"cluster does not have (its primary hands each connection to a worker, which then serves it "
                      f"directly), takes {hop:.1f} of them.")
+    if h.get("rps_median") and p.get("rps_median"):
+        x = h["rps_median"] / p["rps_median"]
+        parts.append(f"With `\"handoff\": true` the instances take the client connections themselves, as PM2's "
+                     f"workers do: {x:.2f} × PM2's rate (target 3: {'met' if x >= NODE_TARGET else 'missed'})"
+                     + (f", {h['server_cpu_us_per_req_median']:.1f} µs of CPU per request for the whole stack"
+                        if h.get("server_cpu_us_per_req_median") else "") + ".")
     ab = sc.get("ab_summary", {})
     if ab.get("rein", {}).get("rps_median") and ab.get("pm2", {}).get("rps_median"):
         parts.append(f"With `{sc['setup']['ab_command']}`, the tool of published comparisons: rein "
@@ -292,16 +300,20 @@ def _node_meaning(result, sc, c):
 
 
 def _node_glance(result, sc, c):
-    r, p = _pt(sc["summary"], "rein", c), _pt(sc["summary"], "pm2", c)
-    if not (r.get("rps_median") and p.get("rps_median")):
-        return []
-    cpu = "–"
-    if r.get("server_cpu_us_per_req_median") and p.get("server_cpu_us_per_req_median"):
-        cpu = (f"{r['server_cpu_us_per_req_median']:.1f} / {p['server_cpu_us_per_req_median']:.1f} µs "
-               f"({_ratio(r['server_cpu_us_per_req_median'], p['server_cpu_us_per_req_median'])}), whole stack")
-    return [benchlib.glance_row(("Node.js hello, 2 instances", NODE_TITLE), f"req/s, c={c}", _num(r["rps_median"]),
-                                f"PM2 cluster {_num(p['rps_median'])}", _ratio(r["rps_median"], p["rps_median"]),
-                                cpu, benchlib.run_label(result))]
+    p = _pt(sc["summary"], "pm2", c)
+    rows = []
+    for stack, what in (("rein", "Node.js hello, 2 instances"), ("rein-handoff", "Node.js hello, 2 instances, handoff")):
+        r = _pt(sc["summary"], stack, c)
+        if not (r.get("rps_median") and p.get("rps_median")):
+            continue
+        cpu = "–"
+        if r.get("server_cpu_us_per_req_median") and p.get("server_cpu_us_per_req_median"):
+            cpu = (f"{r['server_cpu_us_per_req_median']:.1f} / {p['server_cpu_us_per_req_median']:.1f} µs "
+                   f"({_ratio(r['server_cpu_us_per_req_median'], p['server_cpu_us_per_req_median'])}), whole stack")
+        rows.append(benchlib.glance_row((what, NODE_TITLE), f"req/s, c={c}", _num(r["rps_median"]),
+                                        f"PM2 cluster {_num(p['rps_median'])}", _ratio(r["rps_median"], p["rps_median"]),
+                                        cpu, benchlib.run_label(result)))
+    return rows
 
 
 RESILIENCE_TITLE = "Reload and crash: rein vs PM2, nginx, Passenger"
@@ -323,7 +335,7 @@ def resilience_section(result):
             "crash": ("failed requests", "longest gap", "time to full capacity")}
     out.append("| stack | " + " | ".join(f"{k}: {c}" for k in kinds for c in cols[k]) + " |")
     out.append("|---|" + "---:|" * (3 * len(kinds)))
-    names = [s for s in ("rein",) + NODE_PEERS if any(s in _sc(result, k)["summary"] for k in kinds)]
+    names = [s for s in REIN_NODE + NODE_PEERS if any(s in _sc(result, k)["summary"] for k in kinds)]
     for name in names:
         cells = []
         for k in kinds:
@@ -356,7 +368,9 @@ def _resilience_meaning(result, kinds):
         worse = [f"{_l(s)} {sm[s]['failed_median']:,.0f}" for s in NODE_PEERS
                  if "failed_median" in sm.get(s, {}) and sm[s]["failed_median"] > 0]
         what = "a rolling reload" if k == "reload" else "a `kill -9`"
-        parts.append(f"Through {what} rein failed {r['failed_median']:,.0f} requests"
+        h = sm.get("rein-handoff", {})
+        handoff = (f", with `\"handoff\": true` {h['failed_median']:,.0f}" if "failed_median" in h else "")
+        parts.append(f"Through {what} rein failed {r['failed_median']:,.0f} requests{handoff}"
                      + (f" (median of the rounds; {', '.join(worse)})" if worse else "") + ".")
     if "reload" in kinds and "nginx" in _sc(result, "reload")["summary"]:
         parts.append("nginx's upstream defaults (`max_fails=1 fail_timeout=10s`) mark an instance down for 10 s "
@@ -369,13 +383,17 @@ def _resilience_glance(result, kinds):
     rows = []
     for k in kinds:
         sm = _sc(result, k)["summary"]
-        r, p = sm.get("rein", {}), sm.get("pm2", {})
-        if "failed_median" not in r or "failed_median" not in p:
-            continue
-        what = "Rolling reload, 2 Node.js instances" if k == "reload" else "`kill -9` of 1 of 2 Node.js instances"
-        rows.append(benchlib.glance_row((what, RESILIENCE_TITLE), "failed requests under load",
-                                        f"{r['failed_median']:,.0f}", f"PM2 cluster {p['failed_median']:,.0f}", "–",
-                                        "–", benchlib.run_label(result)))
+        p = sm.get("pm2", {})
+        for stack in REIN_NODE:
+            r = sm.get(stack, {})
+            if "failed_median" not in r or "failed_median" not in p:
+                continue
+            what = "Rolling reload, 2 Node.js instances" if k == "reload" else "`kill -9` of 1 of 2 Node.js instances"
+            if stack == "rein-handoff":
+                what += ", handoff"
+            rows.append(benchlib.glance_row((what, RESILIENCE_TITLE), "failed requests under load",
+                                            f"{r['failed_median']:,.0f}", f"PM2 cluster {p['failed_median']:,.0f}",
+                                            "–", "–", benchlib.run_label(result)))
     return rows
 
 
