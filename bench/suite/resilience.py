@@ -68,8 +68,8 @@ def _run(ctx, out, kind):
                     "load_command": f"rein bench http -c {CONNS} -d {d} --timeout 10 --gap-from {at} --json URL"}
     runs = out.setdefault("runs", [])
     with Scope(kind) as scope:
-        stacks = start_stacks(ctx, scope, out, nodestacks.makers(ctx, scope, tmp, ("rein", "pm2", "nginx", "nginx-mf0",
-                                                                                  "passenger")))
+        stacks = start_stacks(ctx, scope, out, nodestacks.makers(ctx, scope, tmp, ("rein", "rein-handoff", "pm2", "nginx",
+                                                                                  "nginx-mf0", "passenger")))
         require(stacks, out)
         out["stacks"] = {s.name: s.describe() for s in stacks}
         for rnd in range(1, ctx.args.rounds + 1):
