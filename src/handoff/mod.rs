@@ -319,3 +319,57 @@ pub(crate) fn pick(upstream: &crate::upstream::Upstream) -> Option<Arc<Channel>>
     }
     open().nth(upstream.next_turn() % n).cloned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::ServerAddr;
+    use crate::upstream::conf::UpstreamConf;
+    use crate::upstream::{Member, ServerState, Upstream};
+
+    fn member(channel: Arc<Channel>) -> Member {
+        Member {
+            weight: 1.0,
+            max_connections: None,
+            pipelining: 0,
+            state: Arc::new(ServerState::handing_off(
+                ServerAddr::Unix("/nonexistent".into()),
+                channel,
+            )),
+        }
+    }
+
+    #[tokio::test]
+    async fn connections_go_in_turn_to_the_open_instances_not_withdrawn() {
+        let mut peers = Vec::new();
+        let mut channels = Vec::new();
+        for _ in 0..3 {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            peers.push(theirs);
+            channels.push(Channel::start(ours));
+        }
+        let members: Vec<Member> = channels.iter().cloned().map(member).collect();
+        let upstream = Upstream::dynamic("applications/t", UpstreamConf::with_servers(Vec::new()));
+        upstream.set_members(members.clone());
+        members[1].state.withdraw();
+        let picks: Vec<usize> = (0..4)
+            .map(|_| {
+                let c = pick(&upstream).unwrap();
+                channels.iter().position(|x| Arc::ptr_eq(x, &c)).unwrap()
+            })
+            .collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 2, "{picks:?}");
+        assert_eq!(picks.iter().filter(|&&i| i == 2).count(), 2, "{picks:?}");
+
+        // An instance whose channel ended is passed over.
+        drop(peers.remove(2));
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while !channels[2].is_drained() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        assert!(Arc::ptr_eq(&pick(&upstream).unwrap(), &channels[0]));
+    }
+}
