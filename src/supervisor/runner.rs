@@ -382,7 +382,10 @@ impl Runner {
         );
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match self.conf.is_fastcgi() {
-            true => ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi()),
+            true => {
+                let per_worker = self.conf.fastcgi_per_worker();
+                ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi(per_worker))
+            }
             false => ServerState::new(server_addr(&addr)),
         });
         self.instances.insert(

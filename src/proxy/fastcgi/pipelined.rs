@@ -42,7 +42,7 @@ pub(super) async fn attempt(
     let timeouts = upstream.conf.timeouts;
     let max = slot.limit.unwrap_or(1);
     let conns = ServerConns::of(&server);
-    let seats = &conns.fcgi_seats;
+    let seats = conns.seats();
     let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
     let mut records: Option<BytesMut> = None;
     let mut waiting_alone = None;
