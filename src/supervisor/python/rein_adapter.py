@@ -934,9 +934,14 @@ class WsgiServer(Targets):
                 self.selector = selector
             ready = {}  # loop mode: connections with a whole record buffered, in the order they came
             while not self.stop_requested:
-                # Serving the connections ready takes a look at the others after each round of one request
-                # each, without waiting: every connection gets its turn, and new ones are accepted.
-                for key, _ in selector.select(0 if ready else None):
+                # Loop mode: the connections ready are served in turns, one request each, until nothing whole
+                # is left in their buffers; only then does the loop look at the sockets again (one system call
+                # for a batch of requests). Buffers refill only from here, so a look comes within the requests
+                # rein queued (at most eight per connection), and every connection gets its turn.
+                if ready:
+                    self._serve_round(ready)
+                    continue
+                for key, _ in selector.select():
                     conn = key.data
                     if conn is not None:
                         if not conn.fill():
@@ -953,8 +958,6 @@ class WsgiServer(Targets):
                                 break
                     else:
                         self._accept()
-                if ready:
-                    self._serve_round(ready)
         return self._shutdown()
 
     def _serve_round(self, ready):
