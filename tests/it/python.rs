@@ -279,12 +279,18 @@ fn wsgi_requests_pipeline_on_a_busy_connection() {
 /// it (the adapter serves both from one loop) and pipelines its requests there; every request gets its answer.
 #[test]
 fn a_one_thread_wsgi_instance_gets_a_connection_from_each_worker_thread() {
-    let rein = Rein::start_in(tempfile::tempdir().unwrap(), &["--config", "EMPTY", "--workers", "2"]);
+    let rein = Rein::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--config", "EMPTY", "--workers", "2"],
+    );
     rein.wait_ready();
     let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 1})));
     wait_for("the app to answer", || get(addr, "/hello").status == 200);
     // rein hands each new client connection to the worker thread serving the fewest: both get some.
-    let load = Load::start(addr, &["/hello", "/env", "/hello", "/stream", "/hello", "/env"]);
+    let load = Load::start(
+        addr,
+        &["/hello", "/env", "/hello", "/stream", "/hello", "/env"],
+    );
     load.wait_more(400);
     let (ok, failures) = load.finish();
     assert_no_failures(&ok, &failures);
