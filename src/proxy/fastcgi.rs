@@ -189,8 +189,9 @@ fn pool_after(
         // workers stay with a kept-alive connection until it closes): closing frees the worker.
         let conns = ServerConns::of(&pool);
         if serves_all || conns.fcgi_waiting.load(Ordering::Relaxed) == 0 {
+            let worker = conn.worker();
             conns.fcgi.put(conn);
-            conns.fcgi_seats.freed();
+            conns.seats_of(worker).freed();
         }
     });
     response

@@ -53,10 +53,11 @@ pub struct Pool<C> {
 }
 
 impl<C> Pool<C> {
-    /// A list per worker, each taking only the connections it made. For HTTP: a connection's socket is
-    /// registered with its worker's reactor, so one used from another worker would wake across threads on
-    /// every read. nginx keeps its `keepalive` connections per worker
-    /// process for the same reason.
+    /// A list per worker, each taking only the connections it made. For HTTP, and for the FastCGI
+    /// connections of a server whose connections are kept per worker ([`super::conns::ServerConns::own_fastcgi`]):
+    /// a connection's socket is registered with its worker's reactor, so one used from another worker would
+    /// wake across threads on every read. nginx keeps its `keepalive` connections per worker process for the
+    /// same reason.
     pub fn per_worker() -> Self {
         Self::with_shards(workers::count())
     }

@@ -314,6 +314,18 @@ impl AppConf {
         }
     }
 
+    /// Whether each of rein's worker threads keeps its own FastCGI connections to an instance (up to
+    /// [`AppConf::concurrency`] each) rather than sharing them: a WSGI app running one thread, which the
+    /// adapter serves from one loop however many connections it has. A connection shared by the threads
+    /// wakes the one whose reactor holds it for every read the other makes (WSGI hello, 2 instances, c=100:
+    /// rein slept 0.9–1.3 times per request with shared connections, 0.4 with its own). PHP-FPM gives each
+    /// connection a worker of its own until it closes, and the adapter running more threads gives each a
+    /// thread: their connections stay as many as their workers.
+    pub fn fastcgi_per_worker(&self) -> bool {
+        matches!(&self.kind, AppKind::Python(py)
+            if py.protocol == super::python::Protocol::Wsgi && py.threads == 1)
+    }
+
     /// Whether rein speaks FastCGI to its instances.
     pub fn is_fastcgi(&self) -> bool {
         !matches!(self.kind, AppKind::External)

@@ -394,7 +394,10 @@ impl Runner {
         );
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match (self.conf.is_fastcgi(), channel) {
-            (true, _) => ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi()),
+            (true, _) => {
+                let per_worker = self.conf.fastcgi_per_worker();
+                ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi(per_worker))
+            }
             (false, Some(channel)) => ServerState::handing_off(server_addr(&addr), channel),
             (false, None) => ServerState::new(server_addr(&addr)),
         });

@@ -275,6 +275,31 @@ fn wsgi_requests_pipeline_on_a_busy_connection() {
     assert!(pipelined.unwrap() > 0, "{status}");
 }
 
+/// A one-thread WSGI instance behind rein's two worker threads: each thread dials a connection of its own to
+/// it (the adapter serves both from one loop) and pipelines its requests there; every request gets its answer.
+#[test]
+fn a_one_thread_wsgi_instance_gets_a_connection_from_each_worker_thread() {
+    let rein = Rein::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--config", "EMPTY", "--workers", "2"],
+    );
+    rein.wait_ready();
+    let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 1})));
+    wait_for("the app to answer", || get(addr, "/hello").status == 200);
+    // rein hands each new client connection to the worker thread serving the fewest: both get some.
+    let load = Load::start(
+        addr,
+        &["/hello", "/env", "/hello", "/stream", "/hello", "/env"],
+    );
+    load.wait_more(400);
+    let (ok, failures) = load.finish();
+    assert_no_failures(&ok, &failures);
+    let (_, status) = rein.api("GET", "/status/applications/py", None);
+    let instance = &status["instances"][0];
+    assert_eq!(instance["connections_opened"], 2, "{status}");
+    assert!(instance["pipelined"].as_u64() > Some(0), "{status}");
+}
+
 /// Three rolling reloads under keep-alive load: no failed request, and the last reload's report says so.
 fn reloads_under_load_fail_no_request(app: Value, paths: &[&'static str]) {
     let rein = Rein::start();
@@ -301,6 +326,15 @@ fn rolling_reloads_under_load_fail_no_request() {
     reloads_under_load_fail_no_request(
         python_app("wsgi_app", json!({"processes": 2, "threads": 2})),
         &["/hello", "/hello", "/hello", "/env"],
+    );
+}
+
+/// The same with instances of one thread: connections per worker thread, served by the adapter's one loop.
+#[test]
+fn one_thread_wsgi_rolling_reloads_under_load_fail_no_request() {
+    reloads_under_load_fail_no_request(
+        python_app("wsgi_app", json!({"processes": 2, "threads": 1})),
+        &["/hello", "/hello", "/hello", "/env", "/stream"],
     );
 }
 

@@ -42,16 +42,17 @@ pub(super) async fn attempt(
     let timeouts = upstream.conf.timeouts;
     let max = slot.limit.unwrap_or(1);
     let conns = ServerConns::of(&server);
-    let seats = &conns.fcgi_seats;
-    let deadline = tokio::time::Instant::now() + upstream.conf.queue_timeout;
+    let seats = conns.seats();
+    let mut deadline = None;
     let mut records: Option<BytesMut> = None;
     let mut waiting_alone = None;
     let mut waiting = None;
     loop {
-        // Registered before looking, so that a seat or connection coming free in between is not missed.
+        // Made before looking, so that a seat or connection coming free in between is not missed: `Seats`
+        // tells with `notify_waiters`, which reaches a `Notified` from its creation (no `enable`, which would
+        // take the notifier's lock for every request, most of which find a connection or a seat at once).
         let changed = seats.changed();
         tokio::pin!(changed);
-        changed.as_mut().enable();
         let idle = conns.fcgi.take(timeouts.idle);
         if let Some(conn) = idle.and_then(|c| c.into_this_worker().ok()) {
             return send(conn, true, slot, params, body, upstream).await;
@@ -87,6 +88,8 @@ pub(super) async fn attempt(
             waiting = Some(seats.waiting());
             continue;
         }
+        let deadline = *deadline
+            .get_or_insert_with(|| tokio::time::Instant::now() + upstream.conf.queue_timeout);
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             return Err(Failed {
                 error: ProxyError::Timeout {

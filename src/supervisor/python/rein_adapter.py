@@ -24,14 +24,18 @@ Design
   `more_body: False` from ASGI) goes out with its end records in a single write. END_REQUEST
   carries appStatus 0 for a complete response, 1 when it was cut short (app error after the head
   was sent, abort): a hint for rein not to present a cut body as complete.
-* WSGI (PEP 3333): the main thread accepts connections; every connection has its own thread that
-  reads records and runs the app for the requests it carries, so an idle keep-alive connection
-  costs a blocked thread but no worker slot: a BoundedSemaphore(--threads) bounds the requests
-  running the app at once. wsgi.input pulls STDIN records as the app reads. Between the chunks of
-  a streamed response the connection is polled (non-blocking) for an abort. Whatever body the app
-  left unread is dropped while the connection waits for its next BEGIN_REQUEST. A connection reads
-  a request exactly to its end (its empty STDIN; the abort poll stops at a BEGIN_REQUEST), so rein
-  may pipeline: send the next request, without a body, while the one before it is being answered.
+* WSGI (PEP 3333): the main thread accepts connections. With --threads 1 it serves them all too,
+  from one selector loop (rein keeps a connection to each instance per worker thread of its own):
+  a request whose BEGIN_REQUEST has arrived runs to its end (reading its body from its connection
+  as the app asks), then the next connection with a request waiting gets its turn; an idle
+  connection costs nothing. With more threads, every connection has its own thread that reads
+  records and runs the app for the requests it carries, so an idle keep-alive connection costs a
+  blocked thread but no worker slot: --threads tokens bound the requests running the app at once.
+  wsgi.input pulls STDIN records as the app reads. Between the chunks of a streamed response the
+  connection is polled (non-blocking) for an abort. Whatever body the app left unread is dropped
+  while the connection waits for its next BEGIN_REQUEST. A connection reads a request exactly to
+  its end (its empty STDIN; the abort poll stops at a BEGIN_REQUEST), so rein may pipeline: send
+  the next request, without a body, while the one before it is being answered.
 * ASGI 3 (HTTP + lifespan): one asyncio event loop; each connection is an asyncio.Protocol that
   parses records, each request an asyncio task (started eagerly on Python >= 3.12, so that a
   simple request completes within the read that brought it). The request body flows through
@@ -261,7 +265,7 @@ class RecordReader:
     def read_nowait(self):
         """A record already received (or receivable without blocking), else None. EOF raises. A BEGIN_REQUEST
         is left unread (None): it is the next request, pipelined behind the one in progress."""
-        if not self._complete():
+        if not self.complete():
             try:
                 data = self.sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
@@ -269,13 +273,14 @@ class RecordReader:
             if not data:
                 raise ConnectionResetError("connection closed by rein")
             self.buf, self.pos = self.buf[self.pos:] + data, 0
-            if not self._complete():
+            if not self.complete():
                 return None
         if self.buf[self.pos + 1] == BEGIN_REQUEST:
             return None
         return self.read()
 
-    def _complete(self):
+    def complete(self):
+        """Whether a whole record is buffered."""
         avail = len(self.buf) - self.pos
         if avail < 8:
             return False
@@ -669,8 +674,12 @@ def as_bytes(data):
     raise TypeError("WSGI response data must be bytes, not %s" % type(data).__name__)
 
 
+CLOSE = object()  # WsgiConnection._take: the server is stopping, the connection closes
+
+
 class WsgiConnection:
-    """A connection from rein, served by its own thread: one request after another."""
+    """A connection from rein: one request after another, served by its own thread (thread mode) or by the one
+    loop serving every connection (loop mode, --threads 1)."""
 
     def __init__(self, server, sock):
         self.server = server
@@ -687,31 +696,42 @@ class WsgiConnection:
             raise
 
     def serve(self):
+        """Thread mode: this connection's own thread, blocking, one request after another."""
         try:
             while True:
                 request = self._next_request()
-                if request is None:
-                    break
-                rid, keep, params, bodiless = request
-                request = WsgiRequest(self, rid, params)
-                request.input.eof = bodiless
-                try:
-                    ok = request.run()
-                finally:
-                    self.server.request_done(self)
-                if not (ok and keep) or self.server.stopping:
-                    if ok and not request.input.received:
-                        self._drain_input(rid)
+                if request is None or not self.serve_request(request):
                     break
         except (OSError, ValueError) as exc:
-            if self.alive and not self.server.stopping:
-                log("connection dropped: %s" % exc)
+            self.dropped(exc)
         finally:
-            self.server.forget(self)
-            try:
-                self.sock.close()
-            except OSError:
-                pass
+            self.close()
+
+    def serve_request(self, request):
+        """Runs one request; whether the connection takes another."""
+        rid, keep, params, bodiless = request
+        request = WsgiRequest(self, rid, params)
+        request.input.eof = bodiless
+        try:
+            ok = request.run()
+        finally:
+            self.server.request_done(self)
+        if not (ok and keep) or self.server.stopping:
+            if ok and not request.input.received:
+                self._drain_input(rid)
+            return False
+        return True
+
+    def dropped(self, exc):
+        if self.alive and not self.server.stopping:
+            log("connection dropped: %s" % exc)
+
+    def close(self):
+        self.server.forget(self)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
     def _next_request(self):
         """Waits for the next request: (request id, keep connection, params, whether its body is known to be
@@ -721,27 +741,65 @@ class WsgiConnection:
             rec = read()
             if rec is None:
                 return None
-            rtype, rid, content = rec
-            if rid == 0:
-                self.send(management_reply(rtype, content, self.server.values))
-                continue
-            if rtype != BEGIN_REQUEST:
-                continue  # the rest of an earlier request (unread body, late abort): dropped
-            if len(content) < 8:
-                raise ValueError("short FCGI_BEGIN_REQUEST record")
-            role, flags = BEGIN_BODY.unpack_from(content)
-            if role != RESPONDER:
-                self.send(end_request(rid, APP_OK, UNKNOWN_ROLE))
-                continue
-            if not self.server.request_started(self):
-                return None  # shutting down
-            whole = self.reader.whole_params(rid)
-            if whole is not None:
-                return rid, flags & KEEP_CONN, decode_pairs(whole[0]), whole[1]
-            params = self._read_params(rid)
-            if params is not None:
-                return rid, flags & KEEP_CONN, params, False
-            self.server.request_done(self)  # aborted before it started
+            request = self._take(rec)
+            if request is CLOSE:
+                return None
+            if request is not None:
+                return request
+
+    # -- loop mode: one thread serves every connection (see WsgiServer._serve_loop)
+
+    def fill(self):
+        """Takes what the socket holds, without waiting; False once rein closed the connection."""
+        try:
+            data = self.sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return True
+        if not data:
+            return False
+        reader = self.reader
+        reader.buf, reader.pos = reader.buf[reader.pos:] + data, 0
+        return True
+
+    def step(self):
+        """Handles the whole records already received, up to and including the one request they begin (run
+        to its end, reading the rest of it from the socket as it needs); False once the connection is to be
+        closed. Never waits for a request to come."""
+        reader = self.reader
+        while reader.complete():
+            request = self._take(reader.read())
+            if request is CLOSE:
+                return False
+            if request is not None:
+                return self.serve_request(request)
+        return True
+
+    def _take(self, rec):
+        """A record met between requests: the request it begins ((request id, keep connection, params,
+        whether its body is known to be empty)), CLOSE when the server is stopping, else None (answered or
+        dropped)."""
+        rtype, rid, content = rec
+        if rid == 0:
+            self.send(management_reply(rtype, content, self.server.values))
+            return None
+        if rtype != BEGIN_REQUEST:
+            return None  # the rest of an earlier request (unread body, late abort): dropped
+        if len(content) < 8:
+            raise ValueError("short FCGI_BEGIN_REQUEST record")
+        role, flags = BEGIN_BODY.unpack_from(content)
+        if role != RESPONDER:
+            self.send(end_request(rid, APP_OK, UNKNOWN_ROLE))
+            return None
+        if not self.server.request_started(self):
+            return CLOSE  # shutting down
+        whole = self.reader.whole_params(rid)
+        if whole is not None:
+            return rid, flags & KEEP_CONN, decode_pairs(whole[0]), whole[1]
+        params = self._read_params(rid)
+        if params is not None:
+            return rid, flags & KEEP_CONN, params, False
+        self.server.request_done(self)  # aborted before it started
+        return None
 
     def _read_params(self, rid):
         chunks = []
@@ -811,12 +869,17 @@ class Targets:
 
 
 class WsgiServer(Targets):
-    """Accepts connections on the main thread; one thread per connection; --threads app slots."""
+    """Accepts connections on the main thread. With --threads 1 (loop mode) the main thread serves every
+    connection too: rein keeps a connection per worker thread of its own to each instance, and a thread per
+    connection would pass the one app slot (and the GIL) between threads at nearly every request. With more
+    threads (thread mode), one thread per connection and --threads app slots."""
 
     def __init__(self, app, listener, threads, prefix):
         self.app = app
         self.listener = listener
         self.prefix = prefix
+        self.selector = None  # loop mode: the selector every connection is registered with
+        self.loop = threads == 1
         # --threads tokens: a request runs the app holding one. SimpleQueue's get() and put() are C, where a
         # BoundedSemaphore is Python code around a Condition (1.1 µs a request against 0.1).
         self.slots = queue.SimpleQueue()
@@ -854,6 +917,11 @@ class WsgiServer(Targets):
         signal.set_wakeup_fd(wake_w)  # a signal wakes select() below
 
         def on_signal(signum, frame):
+            if self.loop and not self.stop_requested:
+                # The request running, if any, runs on this thread: the loop stops after it, or this ends it.
+                timer = threading.Timer(SHUTDOWN_GRACE, self._give_up)
+                timer.daemon = True
+                timer.start()
             self.stop_requested = True
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -862,9 +930,26 @@ class WsgiServer(Targets):
         with selectors.DefaultSelector() as selector:
             selector.register(self.listener, selectors.EVENT_READ)
             selector.register(wake_r, selectors.EVENT_READ)
+            if self.loop:
+                self.selector = selector
+            ready = {}  # loop mode: connections with a whole record buffered, in the order they came
             while not self.stop_requested:
+                # Loop mode: the connections ready are served in turns, one request each, until nothing whole
+                # is left in their buffers; only then does the loop look at the sockets again (one system call
+                # for a batch of requests). Buffers refill only from here, so a look comes within the requests
+                # rein queued (at most eight per connection), and every connection gets its turn.
+                if ready:
+                    self._serve_round(ready)
+                    continue
                 for key, _ in selector.select():
-                    if key.fd == wake_r:
+                    conn = key.data
+                    if conn is not None:
+                        if not conn.fill():
+                            ready.pop(conn, None)
+                            self._close(conn)
+                        elif conn.reader.complete():
+                            ready[conn] = None
+                    elif key.fd == wake_r:
                         while True:
                             try:
                                 if not os.read(wake_r, 512):
@@ -874,6 +959,27 @@ class WsgiServer(Targets):
                     else:
                         self._accept()
         return self._shutdown()
+
+    def _serve_round(self, ready):
+        """Loop mode: one request (or the records before it) from each connection in `ready`, in turn; a
+        connection leaves `ready` once nothing whole is left in its buffer."""
+        for conn in list(ready):
+            if self.stop_requested:
+                return
+            try:
+                keep = conn.step()
+            except (OSError, ValueError) as exc:
+                conn.dropped(exc)
+                keep = False
+            if not keep:
+                del ready[conn]
+                self._close(conn)
+            elif not conn.reader.complete():
+                del ready[conn]
+
+    def _close(self, conn):
+        self.selector.unregister(conn.sock)
+        conn.close()
 
     def _accept(self):
         while True:
@@ -891,7 +997,10 @@ class WsgiServer(Targets):
             conn = WsgiConnection(self, sock)
             with self.lock:
                 self.conns.add(conn)
-            threading.Thread(target=conn.serve, name="rein-fcgi", daemon=True).start()
+            if self.loop:
+                self.selector.register(sock, selectors.EVENT_READ, conn)
+            else:
+                threading.Thread(target=conn.serve, name="rein-fcgi", daemon=True).start()
 
     def request_started(self, conn):
         with self.lock:
@@ -908,8 +1017,19 @@ class WsgiServer(Targets):
             self.conns.discard(conn)
             self.changed.notify_all()
 
+    def _give_up(self):
+        log("a request still running after %.0f s; exiting anyway" % SHUTDOWN_GRACE)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
     def _shutdown(self):
         self.listener.close()  # only our descriptor: rein and other instances keep theirs
+        if self.loop:  # the loop is done: no request is running
+            self.stopping = True
+            for conn in list(self.conns):
+                conn.close()
+            return 0
         deadline = time.monotonic() + SHUTDOWN_GRACE
         with self.changed:
             self.stopping = True

@@ -479,6 +479,7 @@ class Common:
 
 class WsgiTests(Common, unittest.TestCase):
     module_args = ("wsgi_app", "--threads", "4")
+    multithread = True
 
     @classmethod
     def setUpClass(cls):
@@ -498,7 +499,7 @@ class WsgiTests(Common, unittest.TestCase):
         self.assertEqual(env["QUERY_STRING"], "a=1&b=%20")
         self.assertEqual(env["HTTP_X_TEST"], "yes")
         self.assertEqual(env["wsgi.url_scheme"], "http")
-        self.assertIs(env["wsgi.multithread"], True)
+        self.assertIs(env["wsgi.multithread"], self.multithread)
         self.assertIs(env["wsgi.multiprocess"], True)
         self.assertIs(env["wsgi.run_once"], False)
         self.assertEqual(env["wsgi.version"], [1, 0])
@@ -538,7 +539,7 @@ class WsgiTests(Common, unittest.TestCase):
             if name != "PATH_INFO":
                 self.assertEqual(env[name], value, name)
         self.assertNotIn("REIN_WSGI_ENVIRON", env)
-        self.assertEqual((env["wsgi.version"], env["wsgi.multithread"]), ([1, 0], True))
+        self.assertEqual((env["wsgi.version"], env["wsgi.multithread"]), ([1, 0], self.multithread))
         self.assertTrue(env["native_strings"])
 
     def test_malformed_ready_made_environ_closes_the_connection(self):
@@ -670,6 +671,58 @@ class WsgiTests(Common, unittest.TestCase):
             response = client.read_response()
             self.assertEqual(response.protocol_status, REQUEST_COMPLETE)
             self.assertEqual(client.request("/hello").body, b"Hello, world")
+
+
+class WsgiOneLoopTests(WsgiTests):
+    """--threads 1: everything above, with every connection served by the main thread's one loop."""
+
+    module_args = ("wsgi_app",)
+    multithread = False
+
+    @staticmethod
+    def bodiless(path):
+        params = encode_pairs(FcgiClient.params("GET", path))
+        return (record(BEGIN_REQUEST, 1, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) + record(PARAMS, 1, params)
+                + record(PARAMS, 1) + record(STDIN, 1))
+
+    def test_connections_with_pipelined_requests_take_turns(self):
+        """Two connections, as from rein's two worker threads, each with requests queued: every request is
+        answered on its own connection, in its order."""
+        clients = [self.adapter.client() for _ in range(2)]
+        try:
+            paths = [("/hello", "/status/201", "/hello"), ("/status/202", "/hello", "/status/203")]
+            for client, mine in zip(clients, paths):
+                client.send(b"".join(self.bodiless(p) for p in mine))
+            for client, mine in zip(clients, paths):
+                for path in mine:
+                    status = int(path.rsplit("/", 1)[1]) if path.startswith("/status") else 200
+                    self.assertEqual(client.read_response().status, status, path)
+        finally:
+            for client in clients:
+                client.close()
+
+    def test_a_partial_record_holds_no_other_connection(self):
+        """The loop never waits for a request to come: a connection holding half a record leaves the others
+        served, and its request runs once the rest arrives."""
+        with self.adapter.client() as slow, self.adapter.client() as other:
+            request = self.bodiless("/hello")
+            slow.send(request[:5])
+            self.assertEqual(other.request("/hello").body, b"Hello, world")
+            slow.send(request[5:])
+            self.assertEqual(slow.read_response().body, b"Hello, world")
+
+    def test_idle_and_closed_connections_cost_nothing(self):
+        idle = [self.adapter.client() for _ in range(5)]
+        try:
+            for client in idle:
+                self.assertEqual(client.request("/hello").body, b"Hello, world")
+            idle.pop().close()
+            with self.adapter.client() as client:
+                self.assertEqual(client.request("/hello").body, b"Hello, world")
+                self.assertEqual(client.get_values()["FCGI_MAX_REQS"], "1")
+        finally:
+            for client in idle:
+                client.close()
 
 
 class WsgiThreadsTests(unittest.TestCase):
