@@ -350,9 +350,7 @@ impl<'a> Ctx<'a> {
         } in &action.response_headers
         {
             match value {
-                None => {
-                    response.headers_mut().remove(name);
-                }
+                None => super::passed::remove(response, name),
                 Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
                     Ok(v) => {
                         response.headers_mut().insert(name.clone(), v);
