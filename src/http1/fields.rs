@@ -13,6 +13,66 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 pub struct Fields {
     head: Bytes,
     spans: Vec<Span>,
+    /// The [`Known`] names among the fields not dropped, one bit each: most lookups are of these, and most
+    /// find nothing.
+    present: u16,
+}
+
+/// The names a proxy and a connection look for, recognised once when the head is parsed so that a lookup
+/// compares a byte rather than a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Known {
+    Other,
+    Connection,
+    ContentLength,
+    TransferEncoding,
+    Date,
+    Server,
+    KeepAlive,
+    ProxyConnection,
+    Te,
+    Trailer,
+    Upgrade,
+}
+
+impl Known {
+    /// The kind of the name `name`, in any case.
+    pub fn of(name: &[u8]) -> Known {
+        let is = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
+        match name.len() {
+            2 if is("te") => Known::Te,
+            4 if is("date") => Known::Date,
+            6 if is("server") => Known::Server,
+            7 if is("trailer") => Known::Trailer,
+            7 if is("upgrade") => Known::Upgrade,
+            10 if is("connection") => Known::Connection,
+            10 if is("keep-alive") => Known::KeepAlive,
+            14 if is("content-length") => Known::ContentLength,
+            16 if is("proxy-connection") => Known::ProxyConnection,
+            17 if is("transfer-encoding") => Known::TransferEncoding,
+            _ => Known::Other,
+        }
+    }
+
+    /// Whether a field of this name concerns one connection only (RFC 9110 §7.6.1), as `Connection` and the
+    /// fields a proxy never passes on.
+    pub fn is_hop_by_hop(self) -> bool {
+        matches!(
+            self,
+            Known::Connection
+                | Known::KeepAlive
+                | Known::ProxyConnection
+                | Known::Te
+                | Known::Trailer
+                | Known::TransferEncoding
+                | Known::Upgrade
+        )
+    }
+
+    fn bit(self) -> u16 {
+        1 << self as u8
+    }
 }
 
 /// Where one field lies in the head.
@@ -22,6 +82,7 @@ pub(super) struct Span {
     pub name_end: u32,
     pub value: u32,
     pub value_end: u32,
+    pub known: Known,
     pub dropped: bool,
 }
 
@@ -36,6 +97,7 @@ impl Span {
             name_end: at(name) + name.len() as u32,
             value: at(value),
             value_end: at(value) + value.len() as u32,
+            known: Known::of(name),
             dropped: false,
         }
     }
@@ -44,7 +106,21 @@ impl Span {
 impl Fields {
     /// The fields at `spans` of `head`, whose names and values `httparse` has checked.
     pub(super) fn new(head: Bytes, spans: Vec<Span>) -> Fields {
-        Fields { head, spans }
+        let mut fields = Fields {
+            head,
+            spans,
+            present: 0,
+        };
+        fields.note_present();
+        fields
+    }
+
+    fn note_present(&mut self) {
+        self.present = self
+            .spans
+            .iter()
+            .filter(|s| !s.dropped)
+            .fold(0, |bits, s| bits | s.known.bit());
     }
 
     fn name(&self, s: &Span) -> &[u8] {
@@ -70,43 +146,58 @@ impl Fields {
 
     /// The values of the fields named `name` (in lower case), in order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.spans
+        let known = Known::of(name.as_bytes());
+        let absent = known != Known::Other && self.present & known.bit() == 0;
+        let spans = if absent { &[][..] } else { &self.spans[..] };
+        spans
             .iter()
-            .filter(move |s| !s.dropped && self.is_named(s, name))
+            .filter(move |s| !s.dropped && self.is_named(s, known, name))
             .map(|s| self.value(s))
     }
 
     /// The first value of the field named `name` (in lower case).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
+        let known = Known::of(name.as_bytes());
+        if known != Known::Other && self.present & known.bit() == 0 {
+            return None;
+        }
         let s = self
             .spans
             .iter()
-            .find(|s| !s.dropped && self.is_named(s, name))?;
+            .find(|s| !s.dropped && self.is_named(s, known, name))?;
         Some(self.value(s))
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.get(name).is_some()
+        match Known::of(name.as_bytes()) {
+            Known::Other => self.get(name).is_some(),
+            known => self.present & known.bit() != 0,
+        }
     }
 
-    fn is_named(&self, s: &Span, name: &str) -> bool {
-        (s.name_end - s.name) as usize == name.len()
-            && self.name(s).eq_ignore_ascii_case(name.as_bytes())
+    fn is_named(&self, s: &Span, known: Known, name: &str) -> bool {
+        match known {
+            Known::Other => {
+                s.known == Known::Other
+                    && (s.name_end - s.name) as usize == name.len()
+                    && self.name(s).eq_ignore_ascii_case(name.as_bytes())
+            }
+            known => s.known == known,
+        }
     }
 
     /// Drops every field named `name` (in lower case).
     pub fn remove(&mut self, name: &str) {
-        self.retain(|n, _| !n.eq_ignore_ascii_case(name.as_bytes()));
+        self.retain(|_, n| !n.eq_ignore_ascii_case(name.as_bytes()));
     }
 
-    /// Keeps the fields for which `keep(name, value)` holds, drops the others.
-    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) {
+    /// Keeps the fields for which `keep(kind, name)` holds, drops the others.
+    pub fn retain(&mut self, mut keep: impl FnMut(Known, &[u8]) -> bool) {
         let head = &self.head;
         for s in self.spans.iter_mut().filter(|s| !s.dropped) {
-            let name = &head[s.name as usize..s.name_end as usize];
-            let value = &head[s.value as usize..s.value_end as usize];
-            s.dropped = !keep(name, value);
+            s.dropped = !keep(s.known, &head[s.name as usize..s.name_end as usize]);
         }
+        self.note_present();
     }
 
     /// The fields as a header map (names in lower case, values sharing the head's bytes), for what needs
@@ -168,5 +259,31 @@ mod tests {
         let map = f.to_header_map();
         assert_eq!(map.len(), 1);
         assert_eq!(map["date"], "d");
+        f.remove("DATE");
+        assert!(!f.contains("date") && f.get("date").is_none());
+    }
+
+    #[test]
+    fn known_names_are_recognised_in_any_case_and_no_others() {
+        for (name, known) in [
+            ("TE", Known::Te),
+            ("Date", Known::Date),
+            ("server", Known::Server),
+            ("Trailer", Known::Trailer),
+            ("UPGRADE", Known::Upgrade),
+            ("Connection", Known::Connection),
+            ("Keep-Alive", Known::KeepAlive),
+            ("content-length", Known::ContentLength),
+            ("Proxy-Connection", Known::ProxyConnection),
+            ("Transfer-Encoding", Known::TransferEncoding),
+            ("Content-Type", Known::Other),
+            ("x-date", Known::Other),
+            ("tE ", Known::Other),
+        ] {
+            assert_eq!(Known::of(name.as_bytes()), known, "{name}");
+        }
+        let f = fields(&[("Content-Length", "3"), ("x-a", "1")]);
+        assert_eq!(f.get("content-length"), Some(&b"3"[..]));
+        assert!(f.contains("x-a") && !f.contains("connection") && !f.contains("date"));
     }
 }

@@ -79,25 +79,9 @@ pub fn drop_hop_by_hop(fields: &mut Fields) {
             }
         }
     }
-    fields.retain(|name, _| {
-        !is_hop_by_hop(name) && !named.iter().any(|n| n.eq_ignore_ascii_case(name))
+    fields.retain(|known, name| {
+        !known.is_hop_by_hop() && !named.iter().any(|n| n.eq_ignore_ascii_case(name))
     });
-}
-
-/// Whether `name` (in any case) is one of [`HOP_BY_HOP`].
-fn is_hop_by_hop(name: &[u8]) -> bool {
-    const NAMES: [&[u8]; 7] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-    ];
-    NAMES
-        .iter()
-        .any(|n| n.len() == name.len() && n.eq_ignore_ascii_case(name))
 }
 
 /// Writes the request's fields as they go upstream, straight into the head (no copy of the header map):
