@@ -120,7 +120,8 @@ impl Conn {
     }
 
     /// Sends one request: the head, then `body` (framed as the head says) while the answer is read. Returns
-    /// once the response head is in; `read_timeout` bounds any wait during which nothing moves either way
+    /// once the response head is in, its fields as the server wrote them in the response's extensions
+    /// ([`super::Fields`]; its header map is left empty); `read_timeout` bounds any wait during which nothing moves either way
     /// (for the head, and then for each later read), so a long upload the server keeps reading is not a
     /// stall.
     pub async fn send(
@@ -422,10 +423,7 @@ impl ResponseBody {
         let mut response = Response::new(body);
         *response.status_mut() = head.status;
         *response.version_mut() = head.version;
-        *response.headers_mut() = head.headers;
-        if !head.spelling.is_empty() {
-            response.extensions_mut().insert(head.spelling);
-        }
+        response.extensions_mut().insert(head.fields);
         response
     }
 

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
+use http::{HeaderMap, Method, StatusCode, Version, header};
 
-use super::spelling::Spelling;
+use super::fields::{Fields, Span};
 
 /// Most fields accepted in a response head (hyper's default too).
 const MAX_HEADERS: usize = 100;
@@ -153,9 +153,8 @@ pub enum Framing {
 pub struct ResponseHead {
     pub status: StatusCode,
     pub version: Version,
-    pub headers: HeaderMap,
-    /// How the server spelled the field names that are not in canonical case.
-    pub spelling: Spelling,
+    /// The fields, as the server wrote them.
+    pub fields: Fields,
     pub framing: Framing,
     /// Whether the connection may carry another request once this body ends.
     pub keep_alive: bool,
@@ -168,8 +167,6 @@ pub enum HeadError {
     Malformed(httparse::Error),
     #[error("response head longer than {MAX_HEAD} bytes")]
     TooLarge,
-    #[error("invalid header field {0:?}")]
-    Field(String),
     #[error("invalid Content-Length")]
     Length,
     #[error("101 Switching Protocols to a request that did not ask to switch")]
@@ -209,41 +206,19 @@ pub fn parse_response(
             Some(0) => Version::HTTP_10,
             _ => Version::HTTP_11,
         };
-        // Where each field lies in the head, so the values can share the head's bytes rather than be copied
-        // one allocation each (hyper's client does the same).
-        let start = buf.as_ptr() as usize;
-        let spans: Vec<[usize; 4]> = parsed
+        // Where each field lies in the head: the fields stay in its bytes, as the server wrote them.
+        let spans: Vec<Span> = parsed
             .headers
             .iter()
-            .map(|field| {
-                let name = field.name.as_ptr() as usize - start;
-                let value = field.value.as_ptr() as usize - start;
-                [
-                    name,
-                    name + field.name.len(),
-                    value,
-                    value + field.value.len(),
-                ]
-            })
+            .map(|field| Span::of(buf, field.name.as_bytes(), field.value))
             .collect();
-        let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(spans.len());
-        let mut spelling = Spelling::default();
-        for &[name_at, name_end, value_at, value_end] in &spans {
-            let name = &head[name_at..name_end];
-            spelling.note(name);
-            let field = || HeadError::Field(String::from_utf8_lossy(name).into_owned());
-            let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_end))
-                .map_err(|_| field())?;
-            headers.append(HeaderName::from_bytes(name).map_err(|_| field())?, value);
-        }
-        let (framing, delimited) = framing(status, &headers, request)?;
-        let keep_alive = delimited && persistent(version, &headers);
+        let fields = Fields::new(buf.split_to(len).freeze(), spans);
+        let (framing, delimited) = framing(status, &fields, request)?;
+        let keep_alive = delimited && persistent(version, &fields);
         return Ok(Some(ResponseHead {
             status,
             version,
-            headers,
-            spelling,
+            fields,
             framing,
             keep_alive,
         }));
@@ -253,7 +228,7 @@ pub fn parse_response(
 /// How the body is delimited, and whether the connection can outlive it as far as framing goes.
 fn framing(
     status: StatusCode,
-    headers: &HeaderMap,
+    fields: &Fields,
     request: &RequestHead,
 ) -> Result<(Framing, bool), HeadError> {
     if status == StatusCode::SWITCHING_PROTOCOLS {
@@ -265,36 +240,32 @@ fn framing(
     if request.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok((Framing::Empty, true));
     }
-    if headers.contains_key(header::TRANSFER_ENCODING) {
+    if fields.contains("transfer-encoding") {
         // Chunked only if it is the last coding; a Content-Length beside it is ignored, and since such a
         // message may be an attempt at smuggling, the connection is not reused after it.
-        let clean = !headers.contains_key(header::CONTENT_LENGTH);
-        return Ok(match last_coding_is_chunked(headers) {
+        let clean = !fields.contains("content-length");
+        return Ok(match last_coding_is_chunked(fields) {
             true => (Framing::Chunked, clean),
             false => (Framing::Close, false),
         });
     }
-    match content_length(headers)? {
+    match content_length(fields)? {
         Some(n) => Ok((Framing::Length(n), true)),
         None => Ok((Framing::Close, false)),
     }
 }
 
-fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
-    let last = headers
-        .get_all(header::TRANSFER_ENCODING)
-        .iter()
-        .next_back();
-    last.and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit(',').next())
-        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+fn last_coding_is_chunked(fields: &Fields) -> bool {
+    let last = fields.get_all("transfer-encoding").last();
+    last.and_then(|v| v.rsplit(|&b| b == b',').next())
+        .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
 /// The Content-Length, if any: every value (several fields, or a list in one) must be the same number.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
+fn content_length(fields: &Fields) -> Result<Option<u64>, HeadError> {
     let mut found = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        let text = value.to_str().map_err(|_| HeadError::Length)?;
+    for value in fields.get_all("content-length") {
+        let text = std::str::from_utf8(value).map_err(|_| HeadError::Length)?;
         for item in text.split(',') {
             let item = item.trim();
             if item.is_empty() || !item.bytes().all(|b| b.is_ascii_digit()) {
@@ -311,10 +282,16 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, HeadError> {
 }
 
 /// HTTP/1.1 keeps the connection unless told `close`; HTTP/1.0 closes it unless told `keep-alive`.
-fn persistent(version: Version, headers: &HeaderMap) -> bool {
+fn persistent(version: Version, fields: &Fields) -> bool {
+    let lists = |token: &str| {
+        fields
+            .get_all("connection")
+            .flat_map(|v| v.split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+    };
     match version {
-        Version::HTTP_10 => connection_lists(headers, "keep-alive"),
-        _ => !connection_lists(headers, "close"),
+        Version::HTTP_10 => lists("keep-alive"),
+        _ => !lists("close"),
     }
 }
 
@@ -331,6 +308,7 @@ pub fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     fn get() -> RequestHead {
         RequestHead::new(&Method::GET, "/", &HeaderMap::new(), false, false)
@@ -391,7 +369,7 @@ mod tests {
         buf.extend_from_slice(b"gth: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello");
         let head = parse_response(&mut buf, &get()).unwrap().unwrap();
         assert_eq!(head.status, StatusCode::OK);
-        assert_eq!(head.headers.get_all("x-a").iter().count(), 2);
+        assert_eq!(head.fields.get_all("x-a").count(), 2);
         assert_eq!(head.framing, Framing::Length(5));
         assert_eq!(&buf[..], b"hello");
     }
@@ -401,7 +379,7 @@ mod tests {
         let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
         let head = parse(text, &get()).unwrap().unwrap();
         assert_eq!(head.status, StatusCode::CREATED);
-        assert!(head.headers.get("link").is_none());
+        assert!(head.fields.get("link").is_none());
     }
 
     #[test]
@@ -450,7 +428,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(answer.framing, Framing::Empty);
-        assert_eq!(answer.headers[header::CONTENT_LENGTH], "9");
+        assert_eq!(answer.fields.get("content-length"), Some(&b"9"[..]));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub(crate) mod chunked;
 mod client;
+mod fields;
 pub(crate) mod head;
 pub(crate) mod spelling;
 
@@ -16,4 +17,5 @@ pub(crate) mod spelling;
 mod fuzz_tests;
 
 pub use client::{Conn, ResponseBody, Upgraded, connect};
+pub use fields::Fields;
 pub use head::{HeadWriter, RequestHead, connection_lists};

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use bytes::BufMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::http1::{HeadWriter, connection_lists};
+use crate::http1::{Fields, HeadWriter, connection_lists};
 
 static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
@@ -61,6 +61,27 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
         headers.insert(header::UPGRADE, upgrade);
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     }
+}
+
+/// Drops the hop-by-hop fields of an answer passed on as bytes, including those its `Connection` field names
+/// (as [`strip_hop_by_hop`] does to a header map).
+pub fn drop_hop_by_hop(fields: &mut Fields) {
+    // Nearly every answer's `Connection` lists only `keep-alive` or `close`, which name no field to drop:
+    // then nothing is collected.
+    let mut named: Vec<Vec<u8>> = Vec::new();
+    for value in fields.get_all("connection") {
+        for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            let skip = [&b""[..], b"keep-alive", b"close", b"host"]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(token));
+            if !skip {
+                named.push(token.to_vec());
+            }
+        }
+    }
+    fields.retain(|known, name| {
+        !known.is_hop_by_hop() && !named.iter().any(|n| n.eq_ignore_ascii_case(name))
+    });
 }
 
 /// Writes the request's fields as they go upstream, straight into the head (no copy of the header map):
@@ -180,6 +201,28 @@ mod tests {
         strip_hop_by_hop(&mut h, false);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("accept"));
+    }
+
+    #[test]
+    fn hop_by_hop_fields_passed_as_bytes_are_dropped() {
+        let mut buf = bytes::BytesMut::from(
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nKeep-Alive: timeout=5\r\n\
+             x-secret: 1\r\nTE: trailers\r\nAccept-Ranges: bytes\r\nContent-Length: 0\r\n\r\n",
+        );
+        let request = crate::http1::RequestHead::new(
+            &http::Method::GET,
+            "/",
+            &HeaderMap::new(),
+            false,
+            false,
+        );
+        let mut fields = crate::http1::head::parse_response(&mut buf, &request)
+            .unwrap()
+            .unwrap()
+            .fields;
+        drop_hop_by_hop(&mut fields);
+        let left: Vec<_> = fields.iter().map(|(n, _)| n.to_vec()).collect();
+        assert_eq!(left, [&b"Accept-Ranges"[..], b"Content-Length"]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use futures_util::FutureExt;
 use http::{Method, Response, StatusCode};
 
 use crate::body::{self as rbody, Body};
-use crate::http1::{self, HeadWriter, RequestHead, ResponseBody, Upgraded};
+use crate::http1::{self, Fields, HeadWriter, RequestHead, ResponseBody, Upgraded};
 use crate::link::{ExchangeError, SendError};
 use crate::request::RequestInfo;
 use crate::server::{ClientUpgrade, ConnState};
@@ -257,7 +257,7 @@ async fn buffered(
     };
     slot.record(true);
     drop(slot);
-    headers::strip_hop_by_hop(&mut parts.headers, false);
+    strip_hop_by_hop(&mut parts, false);
     Ok(Response::from_parts(parts, rbody::full(bytes)))
 }
 
@@ -291,7 +291,7 @@ fn respond(
 ) -> Result<Response<Body>, ProxyError> {
     let (mut parts, mut answer) = response.into_parts();
     let switching = upgrading && parts.status == StatusCode::SWITCHING_PROTOCOLS;
-    headers::strip_hop_by_hop(&mut parts.headers, switching);
+    strip_hop_by_hop(&mut parts, switching);
     if switching && let (Some(client), Some(server)) = (client, answer.take_upgraded()) {
         slot.record(true);
         tokio::spawn(tunnel(client, server, slot));
@@ -305,6 +305,17 @@ fn respond(
     };
     let held = Held::new(body::Prefixed::new(first, answer), slot);
     Ok(Response::from_parts(parts, Body::new(held)))
+}
+
+/// Drops the answer's hop-by-hop fields, passed on as bytes; a switch of protocols keeps the upgrade pair,
+/// in a header map (rare enough not to matter).
+fn strip_hop_by_hop(parts: &mut http::response::Parts, switching: bool) {
+    if switching && let Some(fields) = parts.extensions.remove::<Fields>() {
+        parts.headers = fields.to_header_map();
+        headers::strip_hop_by_hop(&mut parts.headers, true);
+    } else if let Some(fields) = parts.extensions.get_mut::<Fields>() {
+        headers::drop_hop_by_hop(fields);
+    }
 }
 
 /// Copies bytes both ways between the client and the server after an upgrade, until either side closes.

@@ -4,6 +4,7 @@
 //! Actions that answer by themselves read (and discard) the request body first, as Unit does, so the
 //! connection stays in step for the next request and body limits and timeouts apply to every request.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -35,15 +36,15 @@ mod apps;
 const MAX_HOPS: usize = 32;
 
 /// What an action leads to: a response, or another destination.
-enum Next {
+enum Next<'a> {
     Respond(Response<Body>),
-    Pass(PassTarget),
+    Pass(Cow<'a, PassTarget>),
 }
 
 /// Who answered: the action itself (its `response_headers` apply), or another it handed over to.
-enum Answer {
+enum Answer<'a> {
     Own(Response<Body>),
-    Delegated(Next),
+    Delegated(Next<'a>),
 }
 
 /// One request on its way through the routes.
@@ -66,7 +67,7 @@ impl<'a> Ctx<'a> {
             return error(StatusCode::NOT_FOUND);
         };
         for _ in 0..MAX_HOPS {
-            let next = match &target {
+            let next = match &*target {
                 PassTarget::Route(name) => self.route(name).await,
                 // Boxed: the request's whole future is copied into a box of its own when it starts
                 // (`server::conn`), so it is kept small; a route's actions are boxed already (`act`).
@@ -95,10 +96,11 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn resolve(&self, pass: &Pass) -> Option<PassTarget> {
+    /// Where `pass` leads: a fixed destination is borrowed from the configuration, not copied per request.
+    fn resolve(&self, pass: &'a Pass) -> Option<Cow<'a, PassTarget>> {
         match pass {
-            Pass::Fixed(t) => Some(t.clone()),
-            Pass::Dynamic(template) => parse_pass(&template.render(&self.vars())),
+            Pass::Fixed(t) => Some(Cow::Borrowed(t)),
+            Pass::Dynamic(template) => parse_pass(&template.render(&self.vars())).map(Cow::Owned),
         }
     }
 
@@ -109,7 +111,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    async fn route(&mut self, name: &str) -> Next {
+    async fn route(&mut self, name: &str) -> Next<'a> {
         let snapshot = &self.published.snapshot;
         let Some(route) = snapshot.routes.get(name) else {
             return Next::Respond(error(StatusCode::NOT_FOUND));
@@ -139,7 +141,7 @@ impl<'a> Ctx<'a> {
     fn act<'b>(
         &'b mut self,
         action: &'a Action,
-    ) -> Pin<Box<dyn Future<Output = Next> + Send + 'b>> {
+    ) -> Pin<Box<dyn Future<Output = Next<'a>> + Send + 'b>> {
         Box::pin(async move {
             match self.act_kind(action).await {
                 Answer::Own(mut response) => {
@@ -151,7 +153,7 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    async fn act_kind(&mut self, action: &'a Action) -> Answer {
+    async fn act_kind(&mut self, action: &'a Action) -> Answer<'a> {
         if let Some(rewrite) = &action.rewrite {
             let target = rewrite.render(&self.vars());
             if self.request.rewrite(&target).is_err() {
@@ -160,7 +162,7 @@ impl<'a> Ctx<'a> {
         }
         match &action.kind {
             ActionKind::Pass(pass) => match self.resolve(pass) {
-                Some(t @ PassTarget::Route(_)) => Answer::Delegated(Next::Pass(t)),
+                Some(t) if matches!(*t, PassTarget::Route(_)) => Answer::Delegated(Next::Pass(t)),
                 // Unit binds a pass to an application or upstream into the action itself: that action
                 // answers, so its `response_headers` apply to what the application or upstream sends.
                 Some(t) => Answer::Own(self.deliver(&t).await),
@@ -183,7 +185,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    async fn share(&mut self, share: &'a Share) -> Answer {
+    async fn share(&mut self, share: &'a Share) -> Answer<'a> {
         let method = &self.request.method;
         if *method != Method::GET && *method != Method::HEAD {
             // Unit hands other methods to the fallback ("static files, else the app"); without one, 405.
@@ -350,9 +352,7 @@ impl<'a> Ctx<'a> {
         } in &action.response_headers
         {
             match value {
-                None => {
-                    response.headers_mut().remove(name);
-                }
+                None => super::passed::remove(response, name),
                 Some(template) => match HeaderValue::try_from(template.render(&self.vars())) {
                     Ok(v) => {
                         response.headers_mut().insert(name.clone(), v);

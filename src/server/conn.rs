@@ -277,7 +277,12 @@ where
             let shared = shared.clone();
             let info = info.clone();
             let req = req.map(ClientBody::Hyper);
-            Box::pin(async move { Ok::<_, Infallible>(handler::handle(req, info, shared).await) })
+            Box::pin(async move {
+                let mut response = handler::handle(req, info, shared).await;
+                // hyper writes the header map only: the fields passed on as bytes join it.
+                super::passed::merge(&mut response);
+                Ok::<_, Infallible>(response)
+            })
         })
     };
     match protocol {

@@ -153,7 +153,11 @@ fn finish(
     response
         .headers_mut()
         .insert(header::SERVER, server_field(published));
-    if closes_after(&request) && !response.headers().contains_key(header::CONNECTION) {
+    let has_connection = {
+        let fields = super::passed::View::of(response.headers(), response.extensions());
+        fields.contains(&header::CONNECTION)
+    };
+    if closes_after(&request) && !has_connection {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -191,13 +195,13 @@ fn closes_after(request: &RequestInfo) -> bool {
 /// The response's fields as they go on the wire, those the connection adds included, for `$response_header_*`.
 fn logged_headers(response: &Response<Body>, request: &RequestInfo) -> http::HeaderMap {
     use http_body::Body as _;
-    let mut headers = response.headers().clone();
+    let mut headers = super::passed::merged(response);
     let framing = super::wire_headers::Framing {
         method: &request.method,
         version: request.version,
         status: response.status(),
         length: response.body().size_hint().exact(),
     };
-    super::wire_headers::add(&mut headers, &framing);
+    super::wire_headers::add(&mut headers, None, &framing);
     headers
 }

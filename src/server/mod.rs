@@ -14,6 +14,7 @@ mod h1;
 mod h2_floods;
 mod handler;
 mod listener;
+pub(crate) mod passed;
 mod request_body;
 mod request_line;
 mod status;

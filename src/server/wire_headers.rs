@@ -5,7 +5,10 @@
 
 use std::time::SystemTime;
 
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
+
+use super::passed::View;
+use crate::http1::Fields;
 
 /// The response as the connection is about to frame it.
 pub(super) struct Framing<'a> {
@@ -16,14 +19,14 @@ pub(super) struct Framing<'a> {
     pub length: Option<u64>,
 }
 
-/// Adds to `headers` the fields written for a response framed as `f` that it does not already have.
-pub(super) fn add(headers: &mut HeaderMap, f: &Framing<'_>) {
-    if !headers.contains_key(header::DATE) {
+/// Adds to `headers` the fields written for a response framed as `f` that neither it nor the fields
+/// `passed` on with it ([`super::passed`]) already have.
+pub(super) fn add(headers: &mut HeaderMap, passed: Option<&Fields>, f: &Framing<'_>) {
+    let has = |headers: &HeaderMap, name: &HeaderName| View::new(headers, passed).contains(name);
+    if !has(headers, &header::DATE) {
         headers.insert(header::DATE, date());
     }
-    if headers.contains_key(header::CONTENT_LENGTH)
-        || headers.contains_key(header::TRANSFER_ENCODING)
-    {
+    if has(headers, &header::CONTENT_LENGTH) || has(headers, &header::TRANSFER_ENCODING) {
         return;
     }
     let no_length = f.status.is_informational()
@@ -78,7 +81,7 @@ mod tests {
             status: StatusCode::from_u16(status).unwrap(),
             length,
         };
-        add(&mut h, &f);
+        add(&mut h, None, &f);
         h
     }
 
@@ -121,7 +124,7 @@ mod tests {
             status: StatusCode::OK,
             length: Some(3),
         };
-        add(&mut h, &f);
+        add(&mut h, None, &f);
         assert_eq!(h["date"], "then");
         assert!(!h.contains_key("content-length"));
     }

@@ -120,6 +120,50 @@ fn every_action_answers_over_http2_as_over_http1() {
     assert_eq!(get(addr, "/ten.txt").status, 200);
 }
 
+/// A proxied answer reaches an HTTP/2 client with the upstream's fields (which rein's HTTP/1 connection
+/// writes from the upstream's bytes), hop-by-hop ones dropped and `response_headers` applied.
+#[test]
+fn a_proxied_answer_keeps_its_fields_over_http2() {
+    let rein = Rein::start();
+    let backend = Backend::start();
+    rein.configure(json!({
+        "listeners": {"127.0.0.1:0": {"pass": "routes", "h2c": true}},
+        "routes": [{"action": {"proxy": format!("http://127.0.0.1:{}", backend.1),
+            "response_headers": {"X-Added": "yes", "X-Backend": null}}}],
+    }));
+    let addr = rein.bound("127.0.0.1:0");
+    for http2 in [true, false] {
+        let version = if http2 {
+            "--http2-prior-knowledge"
+        } else {
+            "--http1.1"
+        };
+        let out = Command::new("curl")
+            .args(["-sS", "-D", "-", "-o", "/dev/null", version, "--max-time"])
+            .arg(DEADLINE.as_secs().to_string())
+            .arg(format!("http://127.0.0.1:{}/status?code=200", addr.port()))
+            .output()
+            .expect("curl");
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(
+            head.starts_with(if http2 { "http/2 200" } else { "http/1.1 200" }),
+            "{head}"
+        );
+        for field in [
+            "content-type: ",
+            "x-custom: yes",
+            "x-added: yes",
+            "server: rein",
+            "date: ",
+        ] {
+            assert!(head.contains(field), "{field} in {head}");
+        }
+        for field in ["x-backend", "x-resp-secret", "basehttp"] {
+            assert!(!head.contains(field), "{field} in {head}");
+        }
+    }
+}
+
 /// The client connection preface and an empty SETTINGS frame.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 

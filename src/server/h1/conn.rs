@@ -215,11 +215,13 @@ impl Conn {
         let method = parts.method.clone();
         let version = parts.version;
         let request = Request::from_parts(parts, ClientBody::H1(body));
-        let handling = handler::handle(request, self.info.clone(), self.shared.clone());
-        // Boxed: the request's state lives only while it runs, not in every idle connection's future.
-        let response = self
-            .run_handler(Box::pin(handling), handback.as_deref())
-            .await;
+        // Inline: this exchange's future is boxed while it runs (`run`), so the request's state is too.
+        let handling = pin!(handler::handle(
+            request,
+            self.info.clone(),
+            self.shared.clone()
+        ));
+        let response = self.run_handler(handling, handback.as_deref()).await;
         let client_closes = !keep_alive;
         let mut keep_alive = keep_alive && !stop.is_cancelled();
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS && upgrade.is_some();
@@ -258,7 +260,7 @@ impl Conn {
     /// Polls the request's handling to its answer, writing `100 Continue` when its body asks for it.
     async fn run_handler(
         &mut self,
-        mut handling: Pin<Box<impl Future<Output = Response<ResponseBody>>>>,
+        mut handling: Pin<&mut impl Future<Output = Response<ResponseBody>>>,
         handback: Option<&Handback>,
     ) -> Response<ResponseBody> {
         let mut continuing: Option<usize> = None;
@@ -351,6 +353,18 @@ impl Conn {
 
     /// Writes everything gathered in `out`.
     async fn write_out(&mut self, out: &mut Outgoing) -> io::Result<()> {
+        if out.pieces.is_empty() {
+            // The usual answer, head and body gathered in one buffer: written from there.
+            while !out.tail.is_empty() {
+                let n = self.write.write(&out.tail).await?;
+                if n == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                out.tail.advance(n);
+            }
+            out.len = 0;
+            return self.write.flush().await;
+        }
         out.seal();
         let mut first = 0;
         while first < out.pieces.len() {

@@ -7,7 +7,9 @@ use bytes::{BufMut, BytesMut};
 use http::response::Parts;
 use http::{HeaderValue, Method, StatusCode, Version, header};
 
+use crate::http1::Fields;
 use crate::http1::spelling::{self, Spelling};
+use crate::server::passed::View;
 use crate::server::wire_headers;
 
 /// How a response's body goes out.
@@ -42,12 +44,14 @@ pub(super) fn head(
         status: parts.status,
         length,
     };
-    wire_headers::add(&mut parts.headers, &framing);
-    let body = body_out(parts, asked.method);
-    if body == BodyOut::UntilClose || says_close(parts) {
+    let passed = parts.extensions.remove::<Fields>();
+    wire_headers::add(&mut parts.headers, passed.as_ref(), &framing);
+    let fields = View::new(&parts.headers, passed.as_ref());
+    let body = body_out(parts.status, &fields, asked.method);
+    if body == BodyOut::UntilClose || says_close(&fields) {
         *keep_alive = false;
     }
-    if !parts.headers.contains_key(header::CONNECTION) {
+    if !fields.contains(&header::CONNECTION) {
         match (*keep_alive, asked.version) {
             (false, Version::HTTP_11) => {
                 parts
@@ -62,23 +66,22 @@ pub(super) fn head(
             _ => {}
         }
     }
-    write(out, parts);
+    write(out, parts, passed.as_ref());
     body
 }
 
-fn body_out(parts: &Parts, method: &Method) -> BodyOut {
-    let status = parts.status;
+fn body_out(status: StatusCode, fields: &View<'_>, method: &Method) -> BodyOut {
     if *method == Method::HEAD
         || status.is_informational()
         || matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
     {
         return BodyOut::None;
     }
-    if parts.headers.contains_key(header::TRANSFER_ENCODING) {
+    if fields.contains(&header::TRANSFER_ENCODING) {
         return BodyOut::Chunked;
     }
-    match parts.headers.get(header::CONTENT_LENGTH) {
-        Some(v) => match v.to_str().ok().and_then(|s| s.parse().ok()) {
+    match fields.get(&header::CONTENT_LENGTH) {
+        Some(v) => match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
             Some(n) => BodyOut::Length(n),
             None => BodyOut::UntilClose,
         },
@@ -86,22 +89,21 @@ fn body_out(parts: &Parts, method: &Method) -> BodyOut {
     }
 }
 
-fn says_close(parts: &Parts) -> bool {
-    parts
-        .headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+fn says_close(fields: &View<'_>) -> bool {
+    fields
+        .get_all(&header::CONNECTION)
+        .flat_map(|v| v.split(|&b| b == b','))
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
 }
 
-fn write(out: &mut BytesMut, parts: &Parts) {
+/// Writes the head: the passed fields as they came (names as spelled), then the map's.
+fn write(out: &mut BytesMut, parts: &Parts, passed: Option<&Fields>) {
     let fields: usize = parts
         .headers
         .iter()
         .map(|(n, v)| n.as_str().len() + v.len() + 4)
         .sum();
-    out.reserve(fields + 48);
+    out.reserve(fields + passed.map_or(0, Fields::byte_len) + 48);
     out.put_slice(b"HTTP/1.1 ");
     out.put_slice(parts.status.as_str().as_bytes());
     out.put_u8(b' ');
@@ -113,6 +115,12 @@ fn write(out: &mut BytesMut, parts: &Parts) {
             .as_bytes(),
     );
     out.put_slice(b"\r\n");
+    for (name, value) in View::new(&parts.headers, passed).passed() {
+        out.put_slice(name);
+        out.put_slice(b": ");
+        out.put_slice(value);
+        out.put_slice(b"\r\n");
+    }
     let spelled = parts.extensions.get::<Spelling>().filter(|s| !s.is_empty());
     for (name, value) in &parts.headers {
         spelling::put_name(out, name, spelled);
@@ -176,6 +184,40 @@ mod tests {
             "{head}"
         );
         assert_eq!((body, keep), (BodyOut::UntilClose, false));
+    }
+
+    #[test]
+    fn passed_fields_go_out_as_spelled_unless_the_map_hides_them() {
+        let mut buf = bytes::BytesMut::from(
+            "HTTP/1.1 200 OK\r\nserver: up\r\nx-Foo: 1\r\nContent-Length: 2\r\nx-foo: 2\r\n\r\n",
+        );
+        let request = crate::http1::RequestHead::new(
+            &Method::GET,
+            "/",
+            &http::HeaderMap::new(),
+            false,
+            false,
+        );
+        let parsed = crate::http1::head::parse_response(&mut buf, &request)
+            .unwrap()
+            .unwrap();
+        let mut r = Response::builder()
+            .header("server", "rein")
+            .body(())
+            .unwrap();
+        r.extensions_mut().insert(parsed.fields);
+        let (head, body, keep) = encode(Method::GET, Version::HTTP_11, r, Some(2));
+        assert!(
+            head.starts_with("HTTP/1.1 200 OK\r\nx-Foo: 1\r\nContent-Length: 2\r\nx-foo: 2\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains("\r\nServer: rein\r\n") && !head.contains("up"),
+            "{head}"
+        );
+        assert_eq!(head.matches("Content-Length").count(), 1, "{head}");
+        assert!(head.contains("\r\nDate: "), "{head}");
+        assert_eq!((body, keep), (BodyOut::Length(2), true));
     }
 
     #[test]
