@@ -162,7 +162,9 @@ pub struct TimedIo<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     /// waits (a request head read whole, the common case) costs no clock read and no timer change.
     read_deadline: Option<Instant>,
     read_timer: Pin<Box<Sleep>>,
-    write_timer: Pin<Box<Sleep>>,
+    /// Made when a write first has to wait: most connections never wait to write, and a timer kept for
+    /// nothing would take room in every idle one.
+    write_timer: Option<Pin<Box<Sleep>>>,
     write_waiting: bool,
     /// What is left to write of an answer put in place of hyper's own error answer (`error_answer`), which
     /// hyper was told is written: it goes out before any other byte, flush or shutdown.
@@ -198,7 +200,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
             seen_epoch: 0,
             read_deadline: Some(first),
             read_timer: Box::pin(sleep_until(first)),
-            write_timer: Box::pin(sleep_until(first)),
+            write_timer: None,
             write_waiting: false,
             owed: Vec::new(),
             pending: Vec::new(),
@@ -382,13 +384,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TimedIo<S> {
                 Poll::Ready(r)
             }
             Poll::Pending => {
-                if !self.write_waiting {
-                    self.write_waiting = true;
-                    self.write_timer
-                        .as_mut()
-                        .reset(Instant::now() + self.timeouts.send);
-                }
-                match self.write_timer.as_mut().poll(cx) {
+                let timer = match &mut self.write_timer {
+                    Some(timer) if self.write_waiting => timer,
+                    Some(timer) => {
+                        timer.as_mut().reset(Instant::now() + self.timeouts.send);
+                        timer
+                    }
+                    None => self
+                        .write_timer
+                        .insert(Box::pin(sleep_until(Instant::now() + self.timeouts.send))),
+                };
+                self.write_waiting = true;
+                match timer.as_mut().poll(cx) {
                     Poll::Ready(()) => {
                         Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send_timeout")))
                     }
