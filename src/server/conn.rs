@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -296,10 +297,12 @@ where
             timeouts,
             Timing::Http1,
         ));
-        return Box::pin(async move {
-            let result = super::h1::run(io, info, max_head, shared, stop).await;
-            end.finish(result.map_err(Into::into));
-        });
+        // A combinator rather than an async block, which would keep room for the arguments it moves into
+        // `run` beside `run`'s own future.
+        return Box::pin(
+            super::h1::run(io, info, max_head, shared, stop)
+                .map(move |result| end.finish(result.map_err(Into::into))),
+        );
     }
     let frames = super::h2_floods::Frames::new(true);
     let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
