@@ -236,15 +236,20 @@ struct Accepted {
 }
 
 impl Accepted {
-    /// Registers the socket with the calling worker's reactor and starts serving it.
-    fn start(self) -> std::io::Result<conn::Served> {
+    /// Registers the socket with the calling worker's reactor and starts serving it. Takes the box, so that it
+    /// is freed here: a box moved out of in the task would stay allocated until the connection ends.
+    #[expect(
+        clippy::boxed_local,
+        reason = "the box must be consumed here, not where the connection is awaited"
+    )]
+    fn start(self: Box<Self>) -> std::io::Result<conn::Served> {
         let Accepted {
             io,
             addr,
             peer,
             shared,
             drain,
-        } = self;
+        } = *self;
         Ok(match io {
             Stream::Tcp(s) => conn::start(
                 tokio::net::TcpStream::from_std(s)?,
@@ -266,7 +271,7 @@ impl Accepted {
 
 /// Serves a connection on the worker it was placed on, its socket registered with that worker's reactor.
 async fn serve(accepted: Box<Accepted>, _held: (workers::Placed, admission::Admitted)) {
-    match (*accepted).start() {
+    match accepted.start() {
         Ok(conn) => conn.await,
         Err(e) => tracing::warn!(error = %e, "cannot register a connection"),
     }
