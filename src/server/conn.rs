@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -28,7 +29,7 @@ const MAX_WINDOW: u32 = (1 << 31) - 1;
 
 /// A connection's life once its protocol is known, boxed: the connection's task holds a pointer, whichever
 /// protocol it speaks.
-type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(super) type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Runs a hyper connection to its end, pushing out after each of its turns what it left in a [`coalesce`]
 /// buffer (`$push`, `()` for none); when `stop` fires, lets it finish the requests it has and close; then
@@ -124,98 +125,130 @@ pub struct Peer {
     pub local: Option<SocketAddr>,
 }
 
-/// Serves a connection accepted on `listener`: with TLS if the snapshot current now says so.
-pub async fn start<S>(
+/// Serves a connection accepted on `listener`: with TLS if the snapshot current now says so. Not an `async fn`:
+/// a plain connection's protocol is known at once, so its task awaits the protocol's boxed state directly,
+/// and no future around it keeps room for this function's arguments and the TLS handshake for as long as the
+/// connection lives.
+pub(super) fn start<S>(
     io: S,
     listener: ListenAddr,
     peer: Peer,
     shared: Arc<Shared>,
     drain: super::Drain,
-) where
+) -> Served
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let stop = drain.stop;
-    let (tls, h2c, timeouts, http2, max_head, stats) = {
+    let (tls, h2c, limits, stats) = {
         let current = shared.current.load();
         let settings = &current.snapshot.settings;
         let l = current.snapshot.listeners.get(&listener);
+        // Limits, like timeouts, are those in force when the connection arrived, as in Unit.
+        let limits = Limits {
+            timeouts: Timeouts::from(settings),
+            http2: settings.http2.clone(),
+            max_head: settings.max_head(),
+        };
         (
             l.and_then(|l| l.tls.as_ref().map(|t| t.config.clone())),
             l.is_some_and(|l| l.h2c),
-            Timeouts::from(settings),
-            settings.http2.clone(),
-            settings.max_head(),
+            limits,
             l.map(|l| l.stats.clone()),
         )
     };
     if let Some(stats) = &stats {
         stats.accepted();
     }
-    let handshaken = |completed: bool| {
-        if let Some(stats) = &stats {
+    let arrival = Arrival {
+        listener,
+        peer,
+        stats,
+        last: drain.last,
+    };
+    let stop = drain.stop;
+    match tls {
+        None => {
+            let protocol = if h2c {
+                Protocol::Either
+            } else {
+                Protocol::Http1
+            };
+            let info = Arc::new(arrival.info("http", protocol));
+            serve(io, info, protocol, limits, shared, stop)
+        }
+        Some(config) => Box::pin(handshake(io, config, arrival, limits, shared, stop)),
+    }
+}
+
+/// What a connection's [`ConnInfo`] is made of, once its protocol is known.
+struct Arrival {
+    listener: ListenAddr,
+    peer: Peer,
+    stats: Option<Arc<ListenerStats>>,
+    last: Arc<std::sync::OnceLock<Arc<super::Published>>>,
+}
+
+impl Arrival {
+    fn info(self, scheme: &'static str, protocol: Protocol) -> ConnInfo {
+        ConnInfo {
+            listener: self.listener,
+            remote: self.peer.remote,
+            local: self.peer.local,
+            scheme,
+            multiplexed: protocol != Protocol::Http1,
+            state: Arc::default(),
+            stats: self.stats,
+            last: self.last,
+        }
+    }
+
+    fn handshaken(&self, completed: bool) {
+        if let Some(stats) = &self.stats {
             stats.handshake(completed);
         }
-    };
-    // Limits, like timeouts, are those in force when the connection arrived, as in Unit.
-    let limits = Limits {
-        timeouts,
-        http2,
-        max_head,
-    };
-    let info = |scheme, protocol| ConnInfo {
-        listener: listener.clone(),
-        remote: peer.remote,
-        local: peer.local,
-        scheme,
-        multiplexed: protocol != Protocol::Http1,
-        state: Arc::default(),
-        stats: stats.clone(),
-        last: drain.last.clone(),
-    };
-    let Some(config) = tls else {
-        let protocol = if h2c {
-            Protocol::Either
-        } else {
-            Protocol::Http1
-        };
-        return serve(
-            io,
-            Arc::new(info("http", protocol)),
-            protocol,
-            limits,
-            shared,
-            stop,
-        )
-        .await;
-    };
+    }
+}
+
+/// The TLS handshake, then the connection in the protocol ALPN chose.
+async fn handshake<S>(
+    io: S,
+    config: Arc<rustls::ServerConfig>,
+    arrival: Arrival,
+    limits: Limits,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // Boxed: the handshake's state (a whole rustls connection) is needed only until it completes; inline, the
     // connection's task would keep room for it as long as the connection lives.
     let handshake = Box::pin(tokio::time::timeout(
         limits.timeouts.header,
         tokio_rustls::TlsAcceptor::from(config).accept(io),
     ));
+    let remote = arrival.peer.remote;
     // The stream goes into its boxed connection inside the match: a local holding it across the await below
     // would keep room for a second copy in this future.
     let served = match handshake.await {
         Ok(Ok(stream)) => {
-            handshaken(true);
+            arrival.handshaken(true);
             let protocol = match stream.get_ref().1.alpn_protocol() {
                 Some(b"h2") => Protocol::Http2,
                 // An ACME CA's TLS-ALPN-01 validation: the handshake was the whole exchange (RFC 8737 §3).
                 Some(crate::tls::ACME_TLS) => return,
                 _ => Protocol::Http1,
             };
-            let info = Arc::new(info("https", protocol));
+            let info = Arc::new(arrival.info("https", protocol));
             serve(stream, info, protocol, limits, shared, stop)
         }
         Ok(Err(e)) => {
-            handshaken(false);
-            tracing::debug!(error = %e, remote = ?peer.remote, "TLS handshake failed");
+            arrival.handshaken(false);
+            tracing::debug!(error = %e, ?remote, "TLS handshake failed");
             return;
         }
         Err(_) => {
-            handshaken(false);
-            tracing::debug!(remote = ?peer.remote, "TLS handshake timed out");
+            arrival.handshaken(false);
+            tracing::debug!(?remote, "TLS handshake timed out");
             return;
         }
     };
@@ -248,14 +281,6 @@ where
         http2,
         max_head,
     } = limits;
-    let frames = super::h2_floods::Frames::new(protocol != Protocol::Http1);
-    let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
-    let timing = match protocol {
-        Protocol::Http1 => Timing::Http1,
-        Protocol::Http2 => Timing::Multiplexed,
-        Protocol::Either => Timing::Either,
-    };
-    let io = TimedIo::new(io, info.state.clone(), timeouts, timing);
     shared.counters.connection_opened();
     // Each request's future is boxed: hyper keeps the slot for the request in flight allocated for the whole
     // connection, so an unboxed future (every action's state) would be held by every idle keep-alive
@@ -265,12 +290,27 @@ where
         shared: shared.clone(),
     };
     if protocol == Protocol::Http1 {
-        let io: super::h1::BoxIo = Box::new(io);
-        return Box::pin(async move {
-            let result = super::h1::run(io, info, max_head, shared, stop).await;
-            end.finish(result.map_err(Into::into));
-        });
+        // No HTTP/2 frames to watch for: the flood guard would only take room in every connection.
+        let io: super::h1::BoxIo = Box::new(TimedIo::new(
+            io,
+            info.state.clone(),
+            timeouts,
+            Timing::Http1,
+        ));
+        // A combinator rather than an async block, which would keep room for the arguments it moves into
+        // `run` beside `run`'s own future.
+        return Box::pin(
+            super::h1::run(io, info, max_head, shared, stop)
+                .map(move |result| end.finish(result.map_err(Into::into))),
+        );
     }
+    let frames = super::h2_floods::Frames::new(true);
+    let io = super::h2_floods::FloodGuard::new(io, frames, info.remote);
+    let timing = match protocol {
+        Protocol::Http2 => Timing::Multiplexed,
+        _ => Timing::Either,
+    };
+    let io = TimedIo::new(io, info.state.clone(), timeouts, timing);
     let svc = {
         let shared = shared.clone();
         service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
@@ -343,7 +383,7 @@ http2_knobs!(auto::Http2Builder<'_, TokioExecutor>);
 mod tests {
     use std::future::Future;
 
-    use super::start;
+    use super::handshake;
     use crate::server::handler::handle;
 
     /// The size of the future an `async fn` returns, read from its signature: nothing is built or run.
@@ -351,16 +391,16 @@ mod tests {
         std::mem::size_of::<F>()
     }
 
-    fn future_size5<A, B, C, D, E, F: Future>(_: fn(A, B, C, D, E) -> F) -> usize {
+    fn future_size6<A, B, C, D, E, G, F: Future>(_: fn(A, B, C, D, E, G) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 
-    /// A connection's task lives as long as the connection, so what it holds inline every idle connection
-    /// holds: a few hundred bytes, its protocol's state being boxed apart. Every protocol's state inline, or a
-    /// moved-out copy of the TLS stream kept across an await, would make it kilobytes.
+    /// A TLS connection's future lives as long as the connection, so what it holds inline every idle
+    /// connection holds: a few hundred bytes, the handshake and its protocol's state being boxed apart. Either
+    /// inline, or a moved-out copy of the TLS stream kept across an await, would make it kilobytes.
     #[test]
-    fn a_connection_task_holds_little_inline() {
-        let size = future_size5(start::<tokio::net::TcpStream>);
+    fn a_tls_connection_holds_little_inline() {
+        let size = future_size6(handshake::<tokio::net::TcpStream>);
         assert!(size <= 1024, "the connection's future takes {size} bytes");
     }
 

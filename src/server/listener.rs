@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use socket2::{Domain, Socket, Type};
 use tokio::io::unix::AsyncFd;
 use tokio_util::task::TaskTracker;
@@ -170,14 +169,14 @@ impl Intake {
         };
         let placed = workers::place();
         let worker = workers::handle(placed.worker());
-        let task = serve(
+        let accepted = Box::new(Accepted {
             io,
-            self.addr.clone(),
+            addr: self.addr.clone(),
             peer,
-            self.shared.clone(),
-            self.drain.clone(),
-            (placed, admitted),
-        );
+            shared: self.shared.clone(),
+            drain: self.drain.clone(),
+        });
+        let task = serve(accepted, (placed, admitted));
         match worker {
             Some(handle) => drop(self.conns.spawn_on(task, handle)),
             None => drop(self.conns.spawn(task)),
@@ -226,22 +225,53 @@ impl crate::handoff::Returner for Intake {
     }
 }
 
-/// Serves a connection on the worker it was placed on, its socket registered with that worker's reactor.
-async fn serve(
+/// A connection as accepted, boxed until its task starts: the task lives as long as the connection, and a
+/// future keeps room for everything it was given, used or not, so it is given one pointer.
+struct Accepted {
     io: Stream,
     addr: ListenAddr,
     peer: Peer,
     shared: Arc<Shared>,
     drain: super::Drain,
-    _held: (workers::Placed, admission::Admitted),
-) {
-    let registered = match io {
-        Stream::Tcp(s) => tokio::net::TcpStream::from_std(s)
-            .map(|s| conn::start(s, addr, peer, shared, drain).boxed()),
-        Stream::Unix(s) => tokio::net::UnixStream::from_std(s)
-            .map(|s| conn::start(s, addr, peer, shared, drain).boxed()),
-    };
-    match registered {
+}
+
+impl Accepted {
+    /// Registers the socket with the calling worker's reactor and starts serving it. Takes the box, so that it
+    /// is freed here: a box moved out of in the task would stay allocated until the connection ends.
+    #[expect(
+        clippy::boxed_local,
+        reason = "the box must be consumed here, not where the connection is awaited"
+    )]
+    fn start(self: Box<Self>) -> std::io::Result<conn::Served> {
+        let Accepted {
+            io,
+            addr,
+            peer,
+            shared,
+            drain,
+        } = *self;
+        Ok(match io {
+            Stream::Tcp(s) => conn::start(
+                tokio::net::TcpStream::from_std(s)?,
+                addr,
+                peer,
+                shared,
+                drain,
+            ),
+            Stream::Unix(s) => conn::start(
+                tokio::net::UnixStream::from_std(s)?,
+                addr,
+                peer,
+                shared,
+                drain,
+            ),
+        })
+    }
+}
+
+/// Serves a connection on the worker it was placed on, its socket registered with that worker's reactor.
+async fn serve(accepted: Box<Accepted>, _held: (workers::Placed, admission::Admitted)) {
+    match accepted.start() {
         Ok(conn) => conn.await,
         Err(e) => tracing::warn!(error = %e, "cannot register a connection"),
     }
@@ -337,5 +367,22 @@ async fn accept_ready<L: std::os::fd::AsRawFd, T>(
         if let Ok(result) = ready.try_io(|l| accept(l.get_ref())) {
             return result;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A connection's task lives as long as the connection, so what its future holds every idle connection
+    /// holds: the accepted socket and its addresses are boxed until it starts, the protocol's state after.
+    #[test]
+    fn a_connection_task_holds_little() {
+        fn size<A, B, F: std::future::Future>(_: fn(A, B) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let size = size(super::serve);
+        assert!(
+            size <= 192,
+            "the connection task's future takes {size} bytes"
+        );
     }
 }
