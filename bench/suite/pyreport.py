@@ -9,7 +9,9 @@ import os
 import re
 
 import benchlib
-from benchlib import fmt_mb, fmt_ms
+from benchlib import fmt_mb
+
+from .cells import chart as _chart, ms as _ms, pt as _pt, ratio as _ratio, skips as _skips
 
 BLOCK = "run-all-python"
 TITLE = "Python application servers: rein vs Granian, uvicorn, gunicorn"
@@ -20,16 +22,10 @@ CASES = {"wsgi": ("rein WSGI", "Granian WSGI", "nginx + gunicorn"),
 PEER_RPS_TARGET = 1.5  # × nginx + gunicorn / uvicorn
 
 
-def _ratio(a, b):
-    return "–" if a is None or not b else f"{a / b:.2f}"
 
 
-def _ms(x):
-    return "–" if x is None else fmt_ms(x)
 
 
-def _pt(summary, stack, point):
-    return (summary.get(stack) or {}).get(str(point)) or {}
 
 
 def _scenario(result):
@@ -99,10 +95,6 @@ def _case_table(result, sc):
     return out
 
 
-def _skips(sc):
-    out = [f"- *{x['stack']} skipped:* {x['reason']}" for x in sc.get("skipped", [])]
-    out += [f"- *{x['stack']} failed to start:* {x['error'][:400]}" for x in sc.get("failed_stacks", [])]
-    return [""] + out if out else []
 
 
 def doc_block(result):
@@ -126,9 +118,9 @@ def doc_block(result):
     out += ["", benchlib.provenance(result, "bench/run-all --only python"), ""]
     out += _case_table(result, sc)
     out.append("")
-    chart = next((c for c in result.get("charts") or [] if os.path.basename(c["path"]) == CHART), None)
-    if chart:
-        out += [f"![{chart['title']}](bench/{CHART})", ""]
+    image = _chart(result, CHART)
+    if image:
+        out += [image, ""]
     out.append(_meaning(result, sc))
     out += _skips(sc)
     return "\n".join(out), _glance(result, sc)

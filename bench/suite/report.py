@@ -7,9 +7,10 @@ section from the latest file that holds its scenarios.
 """
 
 import benchlib
-from benchlib import fmt_mb, fmt_ms
+from benchlib import fmt_mb
 
 from . import pyreport
+from .cells import chart as _chart, ms as _ms, num as _num, pt as _pt, ratio as _ratio, skips as _skips
 
 LABEL = {"rein": "rein", "rein-handoff": "rein, handoff", "pm2": "PM2 cluster", "nginx": "nginx → 2 node", "nginx-mf0": "nginx → 2 node, max_fails=0",
          "passenger": "Passenger + Apache"}
@@ -22,18 +23,10 @@ def _l(name):
     return LABEL.get(name, name)
 
 
-def _ratio(a, b, fmt="{:.2f}"):
-    if a is None or b in (None, 0):
-        return "–"
-    return fmt.format(a / b)
 
 
-def _ms(x):
-    return "–" if x is None else fmt_ms(x)
 
 
-def _num(x, fmt="{:,.0f}"):
-    return "–" if x is None else fmt.format(x)
 
 
 def _rounds(result):
@@ -52,8 +45,6 @@ def _sc(result, name):
     return s if s and s.get("status") == "ok" else None
 
 
-def _pt(summary, stack, point):
-    return (summary.get(stack) or {}).get(str(point)) or {}
 
 
 # --------------------------------------------------------------------------------------------- summary
@@ -613,15 +604,8 @@ def socket_section(result):
     return "\n".join(out), []
 
 
-def _chart(result, name):
-    c = next((c for c in result.get("charts") or [] if c["path"].endswith("/" + name)), None)
-    return f"![{c['title']}](bench/{name})" if c else None
 
 
-def _skips(sc):
-    out = [f"- *{x['stack']} skipped:* {x['reason']}" for x in sc.get("skipped", [])]
-    out += [f"- *{x['stack']} failed to start:* {x['error'][:400]}" for x in sc.get("failed_stacks", [])]
-    return [""] + out if out else []
 
 
 # Each section of docs/benchmarks.md this suite writes: its block, the scenarios it shows, the charts it links,

@@ -1,0 +1,32 @@
+"""The cells and lines the run-all report writers share (report, pyreport): a ratio, a time, a number, one
+stack's point of a summary, a chart's image line, the stacks a scenario skipped."""
+
+from benchlib import fmt_ms
+
+
+def ratio(a, b, fmt="{:.2f}"):
+    return "–" if a is None or not b else fmt.format(a / b)
+
+
+def ms(x):
+    return "–" if x is None else fmt_ms(x)
+
+
+def num(x, fmt="{:,.0f}"):
+    return "–" if x is None else fmt.format(x)
+
+
+def pt(summary, stack, point):
+    return (summary.get(stack) or {}).get(str(point)) or {}
+
+
+def chart(result, name):
+    """The image line of the chart `name` the run drew, or None."""
+    c = next((c for c in result.get("charts") or [] if c["path"].endswith("/" + name)), None)
+    return f"![{c['title']}](bench/{name})" if c else None
+
+
+def skips(sc):
+    out = [f"- *{x['stack']} skipped:* {x['reason']}" for x in sc.get("skipped", [])]
+    out += [f"- *{x['stack']} failed to start:* {x['error'][:400]}" for x in sc.get("failed_stacks", [])]
+    return [""] + out if out else []
