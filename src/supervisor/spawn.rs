@@ -7,7 +7,8 @@
 //!   for a stream the app's `stdout`/`stderr` discards), the user switch when rein is root (`setgroups` to the
 //!   user's groups, `setgid`, `setuid`), then `PR_SET_PDEATHSIG` (SIGKILL unless the spec says otherwise) —
 //!   after the switch, because a credential change clears it — and finally the listening socket `dup2`'d to
-//!   fd 3 without close-on-exec. The soft descriptor limit goes back to the one rein started with
+//!   fd 3 without close-on-exec (and, for a `"handoff": true` app, its Node.js IPC channel to fd 4,
+//!   `NODE_CHANNEL_FD`: [`spawn_with`]). The soft descriptor limit goes back to the one rein started with
 //!   ([`crate::fd_limit`]).
 //! - it execs rein itself (`/proc/self/exe __exec -- PROG ARGS...`, so an upgraded or deleted rein binary still
 //!   works) as a shim ([`exec_shim`]) that sets `LISTEN_PID` to its own pid and `execvp`s the app: the pid is
