@@ -121,9 +121,12 @@ fn threads_bound_what_one_instance_runs_at_once() {
     let rein = Rein::start();
     let addr = serve_app(&rein, python_app("wsgi_app", json!({"threads": 2})));
     let _ = get(addr, "/maxconc");
-    let clients: Vec<_> = (0..6)
-        .map(|_| std::thread::spawn(move || get(addr, "/sleep?ms=400").status))
-        .collect();
+    // POSTs with a body: none may queue on a busy connection to the adapter (a GET may, pipelined).
+    let sleep = move || {
+        let r = Conn::open(addr).request("POST", "/sleep?ms=400", &[], b"x");
+        r.status
+    };
+    let clients: Vec<_> = (0..6).map(|_| std::thread::spawn(sleep)).collect();
     // The four beyond the instance's two threads wait in rein, and the status says so.
     let queued = || rein.api("GET", "/status/applications/py", None).1["queued"].clone();
     wait_for("requests queued in rein", || queued().as_u64() >= Some(1));
