@@ -126,10 +126,9 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
     let (kind, own_keys) = AppKind::compile(string(kind, &path.key("type"))?, map, path)?;
     let keys: Vec<&str> = KEYS.iter().chain(own_keys).copied().collect();
     known_keys(map, &keys, path)?;
-    let executable = match &kind {
-        AppKind::Php(_) => PathBuf::from("php-fpm"),
-        AppKind::Python(py) => py.interpreter(),
-        AppKind::External(_) | AppKind::Node(_) => PathBuf::from(string(
+    let executable = match kind.program() {
+        Some(program) => program,
+        None => PathBuf::from(string(
             map.get("executable")
                 .ok_or_else(|| path.error("an external application needs an \"executable\""))?,
             &path.key("executable"),

@@ -35,7 +35,7 @@ use crate::upstream::balance::Balance;
 use crate::upstream::conf::UpstreamConf;
 use crate::upstream::{ServerState, Upstream};
 use conf::AppConf;
-use kind::{Check, SupportFiles, python};
+use kind::{Check, SupportFiles};
 use machine::{AppStatus, InstanceId, InstanceState, ReloadReport};
 pub(crate) use runner::Replaced;
 use runner::{Command, Runner};
@@ -51,15 +51,19 @@ pub struct Paths {
     pub pids: PathBuf,
 }
 
-/// The supervisor's directories under `state_dir`, and the Python adapter.
+/// The supervisor's directories under `state_dir`, and rein's adapters.
 fn prepare(state_dir: &Path) -> std::io::Result<()> {
     let run = state_dir.join("run");
     layout::dir(&run, layout::TRAVERSABLE)?;
     layout::dir(&run.join(layout::SOCKETS), layout::PRIVATE)?;
     layout::dir(&run.join(leftovers::DIR), layout::PRIVATE)?;
     layout::dir(&state_dir.join("logs"), layout::PRIVATE)?;
-    layout::dir(&run.join("python"), layout::READABLE)?;
-    layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)
+    for adapter in kind::ADAPTERS {
+        let dir = run.join(adapter.dir);
+        layout::dir(&dir, layout::READABLE)?;
+        layout::write_readable(&dir.join(adapter.file), adapter.source)?;
+    }
+    Ok(())
 }
 
 /// Whether every path the app's `watch` names exists.
@@ -139,7 +143,7 @@ impl Supervisor {
     fn files(&self) -> SupportFiles {
         SupportFiles {
             node: self.node.clone(),
-            python_adapter: self.dir.join("run/python/rein_adapter.py"),
+            run: self.dir.join("run"),
         }
     }
 

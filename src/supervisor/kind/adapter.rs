@@ -12,6 +12,14 @@ use super::super::spawn::{self, SpawnSpec};
 use super::Check;
 use crate::config::ConfigError;
 
+/// One of rein's adapters: its source, embedded in rein, and where it is written under the state directory's
+/// `run/` (a directory of its own, readable by the apps' users).
+pub(crate) struct Adapter {
+    pub dir: &'static str,
+    pub file: &'static str,
+    pub source: &'static str,
+}
+
 /// Refuses the app unless its adapter loads it, started as its instances are; `key` is blamed otherwise. An app
 /// that runs unchanged already is not loaded again.
 pub(crate) fn check_loads(check: &Check<'_>, key: &str) -> Result<(), ConfigError> {

@@ -77,6 +77,11 @@ pub(crate) trait Kind {
         false
     }
 
+    /// The program the type runs (an interpreter, PHP-FPM), when it is not the app's `executable`.
+    fn program(&self) -> Option<PathBuf> {
+        None
+    }
+
     /// The program, arguments and environment of one instance.
     fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError>;
 
@@ -206,6 +211,10 @@ impl AppKind {
         matches!(self, AppKind::Node(n) if n.handoff)
     }
 
+    pub(super) fn program(&self) -> Option<PathBuf> {
+        self.kind().program()
+    }
+
     pub(super) fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
         self.kind().launch(at)
     }
@@ -280,9 +289,19 @@ pub enum LaunchError {
 pub struct SupportFiles {
     /// Node.js: `(preload.js, NODE_PATH dir)`, when they could be written.
     pub node: Option<(PathBuf, PathBuf)>,
-    /// rein's Python adapter.
-    pub python_adapter: PathBuf,
+    /// The state directory's `run/`, which holds the adapters ([`ADAPTERS`]).
+    pub run: PathBuf,
 }
+
+impl SupportFiles {
+    /// Where `adapter` is written.
+    pub fn adapter(&self, adapter: &adapter::Adapter) -> PathBuf {
+        self.run.join(adapter.dir).join(adapter.file)
+    }
+}
+
+/// rein's adapters, written into the state directory when rein starts.
+pub(crate) const ADAPTERS: &[&adapter::Adapter] = &[&python::ADAPTER];
 
 /// An application about to be accepted, and how to check its program.
 pub(crate) struct Check<'a> {

@@ -80,6 +80,11 @@ impl Kind for PhpApp {
         self.targets.contains_key(name)
     }
 
+    /// Found when an instance starts ([`find_fpm`]).
+    fn program(&self) -> Option<PathBuf> {
+        Some(PathBuf::from("php-fpm"))
+    }
+
     /// PHP-FPM's master stays root when rein is: it reads its configuration from rein's private directory,
     /// and switches its workers to the pool's `user`/`group` itself (which are the app's).
     fn keeps_root(&self) -> bool {

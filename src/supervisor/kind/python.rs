@@ -17,8 +17,12 @@ use crate::config::{ConfigError, JsonPath};
 use crate::fastcgi::Cgi;
 use crate::snapshot::{AppTransport, Targets};
 
-/// The adapter's source, written to the state directory when rein starts.
-pub const ADAPTER: &str = include_str!("python/rein_adapter.py");
+/// The adapter, written to the state directory when rein starts.
+pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
+    dir: "python",
+    file: "rein_adapter.py",
+    source: include_str!("python/rein_adapter.py"),
+};
 
 /// The keys of a Python application besides the common ones.
 pub const KEYS: &[&str] = &[
@@ -155,16 +159,21 @@ impl Kind for PythonApp {
         self.targets.contains_key(name)
     }
 
+    /// The virtualenv's interpreter, else `python3` from `PATH`.
+    fn program(&self) -> Option<PathBuf> {
+        Some(self.interpreter())
+    }
+
     fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
         Ok(Launch {
             program: at.conf.executable.clone(),
-            arguments: self.arguments(&at.files.python_adapter),
+            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
             environment: at.conf.environment.clone(),
         })
     }
 
     fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
-        Some(files.python_adapter.clone())
+        Some(files.adapter(&ADAPTER))
     }
 
     /// The interpreter runs (blaming `home` when it is a virtualenv's), and the module imports.
