@@ -28,7 +28,7 @@ from test_adapter import (  # noqa: E402
     UNKNOWN_TYPE, FcgiClient, payload, record, upload_in_thread, wait_for,
 )
 
-ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "ruby", "rein_adapter.rb")
+ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "kind", "ruby", "rein_adapter.rb")
 AUTHORIZER = 2
 
 

@@ -11,20 +11,27 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::{Check, Kind, Launch, LaunchError, Launching, SupportFiles, adapter};
 use crate::config::walk::{integer, string};
 use crate::config::{ConfigError, JsonPath};
+use crate::fastcgi::Cgi;
+use crate::snapshot::{AppTransport, Targets};
 
-/// The adapter's source, written to the state directory when rein starts.
-pub(crate) const ADAPTER: &str = include_str!("ruby/rein_adapter.rb");
+/// The adapter, written to the state directory when rein starts.
+pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
+    dir: "ruby",
+    file: "rein_adapter.rb",
+    source: include_str!("ruby/rein_adapter.rb"),
+};
 
 /// The keys of a Ruby application besides the common ones.
-pub(crate) const KEYS: &[&str] = &["script", "threads", "hooks"];
+pub const KEYS: &[&str] = &["script", "threads", "hooks"];
 
 /// The most `threads` an instance may run (Unit's bound for Python's and Ruby's).
 const MAX_THREADS: u64 = 1024;
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RubyApp {
+pub struct RubyApp {
     /// The rackup file (`config.ru`).
     pub(crate) script: PathBuf,
     /// Threads running requests in each instance.
@@ -55,7 +62,7 @@ impl RubyApp {
     }
 }
 
-pub(crate) fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, ConfigError> {
+pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, ConfigError> {
     let script = map
         .get("script")
         .ok_or_else(|| path.error("needs a \"script\" (the rackup file, such as \"config.ru\")"))?;
@@ -74,6 +81,53 @@ pub(crate) fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyA
             .map(|h| file(h, &path.key("hooks")))
             .transpose()?,
     })
+}
+
+impl Kind for RubyApp {
+    /// FastCGI with the CGI variables; the app is mounted at the path its route passes it (no `prefix` option
+    /// in Unit's Ruby schema).
+    fn transport(&self) -> AppTransport {
+        AppTransport::Adapter {
+            mounts: Targets {
+                app: Some(String::new()),
+                named: Default::default(),
+            },
+            cgi: Cgi::Lean,
+        }
+    }
+
+    /// The adapter's `threads` run requests; rein queues the rest, where they can still go to another instance.
+    fn concurrency(&self) -> Option<u32> {
+        Some(self.threads as u32)
+    }
+
+    /// Each connection's thread reads a request exactly to its end (its empty STDIN) and holds a request
+    /// pipelined behind it until it is answered.
+    fn pipelining(&self) -> u32 {
+        1
+    }
+
+    fn program(&self) -> Option<PathBuf> {
+        Some(self.interpreter())
+    }
+
+    fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
+        Ok(Launch {
+            program: at.conf.executable.clone(),
+            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
+            environment: at.conf.environment.clone(),
+        })
+    }
+
+    fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
+        Some(files.adapter(&ADAPTER))
+    }
+
+    /// `ruby` runs, and the rackup file (with the hooks file and Bundler) loads.
+    fn check(&self, check: &Check<'_>) -> Result<(), ConfigError> {
+        check.executable(&check.conf.executable, "type")?;
+        adapter::check_loads(check, "script")
+    }
 }
 
 /// A file name: a non-empty string without NUL bytes (which no path can hold).
@@ -159,7 +213,7 @@ mod tests {
 
     #[test]
     fn the_adapter_is_the_file_beside_this_module() {
-        assert!(ADAPTER.starts_with("#!/usr/bin/env ruby"));
-        assert!(ADAPTER.contains("on_thread_boot"));
+        assert!(ADAPTER.source.starts_with("#!/usr/bin/env ruby"));
+        assert!(ADAPTER.source.contains("on_thread_boot"));
     }
 }
