@@ -12,10 +12,12 @@
 //! | `external` running Node.js | [`node`] | `node` with rein's preload | HTTP, or the client's connection handed over |
 //! | `php` | [`php`] | a PHP-FPM master | FastCGI, PHP's script rules first |
 //! | `python` | [`python`] | rein's adapter ([`adapter`]) | FastCGI |
+//! | `perl` | [`perl`] | rein's adapter ([`adapter`]) | FastCGI |
 
 pub(crate) mod adapter;
 pub mod external;
 pub mod node;
+pub mod perl;
 pub mod php;
 pub mod python;
 
@@ -36,6 +38,7 @@ pub enum AppKind {
     Node(node::NodeApp),
     Php(php::PhpApp),
     Python(python::PythonApp),
+    Perl(perl::PerlApp),
 }
 
 /// What each type of application answers for itself. The defaults are those of a program serving HTTP.
@@ -114,6 +117,7 @@ macro_rules! each {
             AppKind::Node($k) => $call,
             AppKind::Php($k) => $call,
             AppKind::Python($k) => $call,
+            AppKind::Perl($k) => $call,
         }
     };
 }
@@ -131,10 +135,11 @@ impl AppKind {
             Some("external") => (AppKind::External(external::External), external::KEYS),
             Some("php") => (AppKind::Php(php::compile(map, path)?), php::KEYS),
             Some("python") => (AppKind::Python(python::compile(map, path)?), python::KEYS),
+            Some("perl") => (AppKind::Perl(perl::compile(map, path)?), perl::KEYS),
             _ => {
                 return Err(path
                     .key("type")
-                    .error("must be \"external\", \"php\" or \"python\""));
+                    .error("must be \"external\", \"php\", \"python\" or \"perl\""));
             }
         })
     }
@@ -301,7 +306,7 @@ impl SupportFiles {
 }
 
 /// rein's adapters, written into the state directory when rein starts.
-pub(crate) const ADAPTERS: &[&adapter::Adapter] = &[&python::ADAPTER];
+pub(crate) const ADAPTERS: &[&adapter::Adapter] = &[&python::ADAPTER, &perl::ADAPTER];
 
 /// An application about to be accepted, and how to check its program.
 pub(crate) struct Check<'a> {

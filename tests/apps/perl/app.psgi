@@ -2,12 +2,13 @@
 #
 # Routes:
 #   /hello          plain text "Hello, world"
-#   /env            JSON of the environment: every string value, psgi.version, the flags, and what
+#   /env[/...]      JSON of the environment: every string value, psgi.version, the flags, and what
 #                   psgi.input and psgi.errors are
 #   /echo           psgi.input read to its end, then again after a seek to 0: the body back if both agree
 #   /upload         JSON {"bytes": N, "sha256": hex, "content_length": CONTENT_LENGTH} of psgi.input
 #   /stream         a streamed response: [200, headers] to the responder, 100 chunks through the writer
 #   /slow_stream    200 chunks 20 ms apart through the writer (for aborts)
+#   /gated?file=F   a streamed response: "first" at once, "second" once the file F exists (up to 10 s)
 #   /delayed        a delayed response: the responder called with all three elements
 #   /file           a filehandle body: a real file, read to its end by the server
 #   /object         an object body (getline/close), whose close() writes "object body closed" to stderr
@@ -124,6 +125,18 @@ my %routes = (
             $writer->close;
         };
     },
+    '/gated' => sub {
+        my ($env) = @_;
+        my ($file) = $env->{QUERY_STRING} =~ /file=([^&]+)/;
+        return sub {
+            my $writer = $_[0]->([200, ['Content-Type' => 'text/plain']]);
+            $writer->write("first\n");
+            my $deadline = time + 10;
+            Time::HiRes::sleep(0.01) until -e $file || time > $deadline;
+            $writer->write(-e $file ? "second\n" : "timed out\n");
+            $writer->close;
+        };
+    },
     '/delayed' => sub {
         return sub {
             my ($respond) = @_;
@@ -174,6 +187,7 @@ my $app = sub {
     my ($env) = @_;
     my $path = $env->{PATH_INFO};
     return text("status $1", $1) if $path =~ m{\A/status/(\d+)\z};
-    my $route = $routes{$path} or return text("not found: $path", 404);
+    my ($first) = $path =~ m{\A(/[^/]*)};
+    my $route = $routes{$first // ''} or return text("not found: $path", 404);
     return $route->($env);
 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests for rein's Perl adapter (src/supervisor/perl/rein_adapter.pl), at the FastCGI level.
+"""Tests for rein's Perl adapter (src/supervisor/kind/perl/rein_adapter.pl), at the FastCGI level.
 
 Each test class starts the adapter the way rein does (a listening socket as fd 3, LISTEN_FDS=1) and speaks
 FastCGI with the client of the Python adapter's suite (tests/apps/python/test_adapter.py), imported from there.
@@ -8,8 +8,9 @@ FastCGI with the client of the Python adapter's suite (tests/apps/python/test_ad
     SHOW_ADAPTER_STDERR=1 python3 tests/apps/perl/test_adapter.py    # prints each adapter's stderr
 """
 
+import fcntl
 import hashlib
-import json
+import importlib.util
 import os
 import shutil
 import signal
@@ -21,17 +22,27 @@ import tempfile
 import threading
 import time
 import unittest
-import fcntl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from test_adapter import (  # noqa: E402  (the shared FastCGI client)
-    ABORT_REQUEST, AUTHORIZER, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, EXEC_WITH_FD3, GET_VALUES, KEEP_CONN,
-    PARAMS, REQUEST_COMPLETE, RESPONDER, STDIN, UNKNOWN_ROLE, UNKNOWN_TYPE, FcgiClient, encode_pairs, payload,
-    record, stdin_records, upload_in_thread, wait_for)
 
-ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "perl", "rein_adapter.pl")
+def python_suite():
+    """The Python adapter's suite as a module of its own name (this file has the same one)."""
+    spec = importlib.util.spec_from_file_location(
+        "python_test_adapter", os.path.join(HERE, "..", "python", "test_adapter.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_NAMES = """ABORT_REQUEST AUTHORIZER BEGIN_REQUEST CANT_MPX_CONN END_REQUEST EXEC_WITH_FD3 KEEP_CONN PARAMS
+    REQUEST_COMPLETE RESPONDER STDIN UNKNOWN_ROLE UNKNOWN_TYPE FcgiClient encode_pairs payload record
+    upload_in_thread wait_for""".split()
+(ABORT_REQUEST, AUTHORIZER, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, EXEC_WITH_FD3, KEEP_CONN, PARAMS,
+ REQUEST_COMPLETE, RESPONDER, STDIN, UNKNOWN_ROLE, UNKNOWN_TYPE, FcgiClient, encode_pairs, payload, record,
+ upload_in_thread, wait_for) = (lambda suite: [getattr(suite, name) for name in _NAMES])(python_suite())
+
+ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "kind", "perl", "rein_adapter.pl")
 
 
 class Adapter:
@@ -320,6 +331,25 @@ class Common:
         finally:
             for client in idle:
                 client.close()
+
+    def test_connections_rein_closes_are_closed(self):
+        """A connection closed at the other end is closed here too (and costs no CPU: not watched again)."""
+        fds = lambda: len(os.listdir("/proc/%d/fd" % self.adapter.proc.pid))  # noqa: E731
+        with self.adapter.client() as client:
+            client.request("/hello")
+            baseline = fds()
+        wait_for(lambda: fds() < baseline, what="the first connection closed")
+        baseline = fds()
+        clients = [self.adapter.client() for _ in range(4)]
+        for client in clients:
+            client.get_values()
+        clients[0].request("/hello")
+        clients[1].begin(clients[1].params("POST", "/echo", body=b"x" * 10))  # gone in the middle of a request
+        self.assertEqual(fds(), baseline + 4)
+        for client in clients:
+            client.close()
+        wait_for(lambda: fds() == baseline, what="the adapter to close its side")
+        self.assertEqual(self.get("/hello").body, b"Hello, world")
 
     def test_sigterm_finishes_requests_in_flight(self):
         adapter = Adapter("app.psgi", *self.args)

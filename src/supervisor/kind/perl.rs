@@ -1,6 +1,6 @@
 //! `"type": "perl"` applications: Unit's schema (`script`, `threads`, `thread_stack_size`), hosted by rein's
-//! adapter (`perl/rein_adapter.pl`, core Perl only), which serves the `.psgi` file's app over FastCGI on the
-//! socket rein passes it.
+//! adapter (`perl/rein_adapter.pl`, core Perl only), which serves the `.psgi` file's PSGI app over FastCGI on
+//! the socket rein passes it.
 //!
 //! Before a configuration with a new or changed Perl app is accepted, rein runs the adapter with `--check`
 //! (load the `.psgi` file as `plackup` would): a file that does not compile, dies while it loads or does not
@@ -10,11 +10,18 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::{Check, Kind, Launch, LaunchError, Launching, SupportFiles, adapter};
 use crate::config::walk::{integer, string};
 use crate::config::{ConfigError, JsonPath};
+use crate::fastcgi::Cgi;
+use crate::snapshot::{AppTransport, Targets};
 
-/// The adapter's source, written to the state directory when rein starts.
-pub const ADAPTER: &str = include_str!("perl/rein_adapter.pl");
+/// The adapter, written to the state directory when rein starts.
+pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
+    dir: "perl",
+    file: "rein_adapter.pl",
+    source: include_str!("perl/rein_adapter.pl"),
+};
 
 /// The keys of a Perl application besides the common ones.
 pub const KEYS: &[&str] = &["script", "threads", "thread_stack_size"];
@@ -33,11 +40,6 @@ pub struct PerlApp {
 }
 
 impl PerlApp {
-    /// The interpreter: `perl` from `PATH`.
-    pub fn interpreter(&self) -> PathBuf {
-        PathBuf::from("perl")
-    }
-
     /// The adapter's command line, after the interpreter.
     pub fn arguments(&self, adapter: &Path) -> Vec<String> {
         let mut args = vec![
@@ -51,6 +53,62 @@ impl PerlApp {
             args.extend(["--thread-stack-size".to_owned(), bytes.to_string()]);
         }
         args
+    }
+}
+
+/// Requests queued behind the one in progress on each connection to an instance. The adapter reads each
+/// request exactly to its end and serves its connections from one loop, as the Python adapter does for WSGI:
+/// the same depth lets it find the next request in its socket when it finishes one (see
+/// [`crate::fastcgi::pipeline`]). A request never lines up behind one that has run for 10 ms.
+const PIPELINING: u32 = 7;
+
+impl Kind for PerlApp {
+    /// The CGI variables PSGI's environment holds; no `prefix`: `SCRIPT_NAME` is empty, as in Unit.
+    fn transport(&self) -> AppTransport {
+        AppTransport::Adapter {
+            mounts: Targets {
+                app: Some(String::new()),
+                named: Default::default(),
+            },
+            cgi: Cgi::Lean,
+        }
+    }
+
+    fn concurrency(&self) -> Option<u32> {
+        Some(self.threads as u32)
+    }
+
+    fn pipelining(&self) -> u32 {
+        PIPELINING
+    }
+
+    /// One thread: the adapter serves every connection from one loop, and a connection of each of rein's
+    /// worker threads spares them waking each other (see the Python adapter's WSGI side).
+    fn fastcgi_per_worker(&self) -> bool {
+        self.threads == 1
+    }
+
+    /// `perl` from `PATH`: Unit has no option naming the interpreter.
+    fn program(&self) -> Option<PathBuf> {
+        Some(PathBuf::from("perl"))
+    }
+
+    fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
+        Ok(Launch {
+            program: at.conf.executable.clone(),
+            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
+            environment: at.conf.environment.clone(),
+        })
+    }
+
+    fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
+        Some(files.adapter(&ADAPTER))
+    }
+
+    /// Perl runs, and the `.psgi` file loads and returns an app.
+    fn check(&self, check: &Check<'_>) -> Result<(), ConfigError> {
+        check.executable(&check.conf.executable, "type")?;
+        adapter::check_loads(check, "script")
     }
 }
 
@@ -172,7 +230,7 @@ mod tests {
 
     #[test]
     fn the_adapter_is_the_file_beside_this_module() {
-        assert!(ADAPTER.starts_with("#!/usr/bin/perl"));
-        assert!(ADAPTER.contains("--check"));
+        assert!(ADAPTER.source.starts_with("#!/usr/bin/perl"));
+        assert_eq!((ADAPTER.dir, ADAPTER.file), ("perl", "rein_adapter.pl"));
     }
 }

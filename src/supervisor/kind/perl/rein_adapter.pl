@@ -109,32 +109,26 @@ sub stdout_records {
     return $out;
 }
 
-sub pair_length {
-    my ($data, $pos) = @_;
-    my $n = ord substr $$data, $$pos, 1;
-    if ($n < 128) {
-        $$pos += 1;
-        return $n;
-    }
-    die "truncated FastCGI name-value pairs\n" if $$pos + 4 > length $$data;
-    $n = unpack('N', substr $$data, $$pos, 4) & 0x7FFFFFFF;
-    $$pos += 4;
-    return $n;
-}
-
+# FastCGI name-value pairs -> {name => value} (bytes). Lengths are one byte below 128, else four.
 sub decode_pairs {
     my ($data) = @_;
-    my (%pairs, $pos);
-    $pos = 0;
-    my $end = length $data;
+    my ($pos, $end, %pairs) = (0, length $data);
     while ($pos < $end) {
-        my $nlen = pair_length(\$data, \$pos);
-        die "truncated FastCGI name-value pairs\n" if $pos >= $end;
-        my $vlen = pair_length(\$data, \$pos);
-        die "truncated FastCGI name-value pairs\n" if $pos + $nlen + $vlen > $end;
+        my $nlen = ord substr $data, $pos++, 1;
+        if ($nlen > 127) {
+            $nlen = unpack('N', substr $data, $pos - 1, 4) & 0x7FFFFFFF;
+            $pos += 3;
+        }
+        my $vlen = ord substr $data, $pos++, 1;
+        if ($vlen > 127) {
+            $vlen = unpack('N', substr $data, $pos - 1, 4) & 0x7FFFFFFF;
+            $pos += 3;
+        }
+        last if $pos + $nlen + $vlen > $end;
         $pairs{substr $data, $pos, $nlen} = substr $data, $pos + $nlen, $vlen;
         $pos += $nlen + $vlen;
     }
+    die "truncated FastCGI name-value pairs\n" unless $pos == $end;
     return \%pairs;
 }
 
@@ -195,7 +189,7 @@ sub fill {
             next if $! == EINTR;
             return 0;
         }
-        return 0 unless $n;
+        return 0 if $n == 0;    # POSIX::read says "0 but true" at the end: true, but numerically 0
         if ($conn->{pos}) {
             substr($conn->{buf}, 0, $conn->{pos}) = '';
             $conn->{pos} = 0;
