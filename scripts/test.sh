@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Tools the suite uses beyond Rust itself: a C compiler and make for the build (jemalloc), Python 3 (with venv) and Node.js for the test
-# backends and apps (tests/backends, tests/apps), PHP-FPM for the PHP apps, md5sum (coreutils) to check uploads.
+# backends and apps (tests/backends, tests/apps), PHP-FPM for the PHP apps, Perl and Plack for the PSGI apps, md5sum
+# (coreutils) to check uploads.
 packages=()
 { command -v cc && command -v make; } >/dev/null || packages+=(build-essential)
 command -v python3 >/dev/null || packages+=(python3)
@@ -17,6 +18,9 @@ compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
 command -v ruby >/dev/null || packages+=(ruby)
 command -v ruby >/dev/null && ruby -e 'require "rack"' 2>/dev/null || packages+=(ruby-rack)
 command -v ruby >/dev/null && ruby -e 'require "sinatra/base"' 2>/dev/null || packages+=(ruby-sinatra)
+# Perl with ithreads (Debian's) runs the PSGI apps; Plack for the Plack::Builder app (tests/apps/perl).
+command -v perl >/dev/null || packages+=(perl)
+perl -MPlack -e 1 2>/dev/null || packages+=(libplack-perl)
 # `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed);
 # `ss` (iproute2 too): the backlog test reads the listening sockets' queue limits; `mount`: the read-only state
 # directory test binds it read-only in a mount namespace of rein's own.

@@ -18,6 +18,7 @@ mod http;
 mod http2;
 mod lifecycle;
 mod metrics;
+mod perl;
 mod php;
 mod process;
 mod proxy;

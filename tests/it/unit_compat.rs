@@ -1114,17 +1114,11 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         "isolation": {"namespaces": {"credential": true, "pid": true}}})),
         "applications/a/isolation",
     );
-    // Other languages: UNIT#configuration-java, -perl, -wasm (Ruby: tests/it/ruby.rs).
+    // Other languages: UNIT#configuration-java, -wasm (Ruby: tests/it/ruby.rs; Perl: tests/it/perl.rs).
     refuses(
         &rein,
         "java",
         app(json!({"type": "java", "webapp": "/www/qwk2mart/qwk2mart.war"})),
-        "applications/a/type",
-    );
-    refuses(
-        &rein,
-        "perl",
-        app(json!({"type": "perl", "script": "/www/bugtracker/app.psgi"})),
         "applications/a/type",
     );
     refuses(

@@ -13,10 +13,12 @@
 //! | `php` | [`php`] | a PHP-FPM master | FastCGI, PHP's script rules first |
 //! | `python` | [`python`] | rein's adapter ([`adapter`]) | FastCGI |
 //! | `ruby` | [`ruby`] | rein's Rack adapter ([`adapter`]) | FastCGI |
+//! | `perl` | [`perl`] | rein's adapter ([`adapter`]) | FastCGI |
 
 pub(crate) mod adapter;
 pub mod external;
 pub mod node;
+pub mod perl;
 pub mod php;
 pub mod python;
 pub mod ruby;
@@ -39,6 +41,7 @@ pub enum AppKind {
     Php(php::PhpApp),
     Python(python::PythonApp),
     Ruby(ruby::RubyApp),
+    Perl(perl::PerlApp),
 }
 
 /// What each type of application answers for itself. The defaults are those of a program serving HTTP.
@@ -118,6 +121,7 @@ macro_rules! each {
             AppKind::Php($k) => $call,
             AppKind::Python($k) => $call,
             AppKind::Ruby($k) => $call,
+            AppKind::Perl($k) => $call,
         }
     };
 }
@@ -136,10 +140,11 @@ impl AppKind {
             Some("php") => (AppKind::Php(php::compile(map, path)?), php::KEYS),
             Some("python") => (AppKind::Python(python::compile(map, path)?), python::KEYS),
             Some("ruby") => (AppKind::Ruby(ruby::compile(map, path)?), ruby::KEYS),
+            Some("perl") => (AppKind::Perl(perl::compile(map, path)?), perl::KEYS),
             _ => {
                 return Err(path
                     .key("type")
-                    .error("must be \"external\", \"php\", \"python\" or \"ruby\""));
+                    .error("must be \"external\", \"php\", \"python\", \"ruby\" or \"perl\""));
             }
         })
     }
@@ -306,7 +311,8 @@ impl SupportFiles {
 }
 
 /// rein's adapters, written into the state directory when rein starts.
-pub(crate) const ADAPTERS: &[&adapter::Adapter] = &[&python::ADAPTER, &ruby::ADAPTER];
+pub(crate) const ADAPTERS: &[&adapter::Adapter] =
+    &[&python::ADAPTER, &ruby::ADAPTER, &perl::ADAPTER];
 
 /// An application about to be accepted, and how to check its program.
 pub(crate) struct Check<'a> {
