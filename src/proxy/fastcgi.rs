@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use http::Response;
 use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, StreamBody};
@@ -84,6 +84,11 @@ async fn try_forward(
 /// truncated response; a longer answer streams on after its first part.
 const BUFFERED: usize = 64 * 1024;
 
+/// An answer whose next part is this long in coming is streaming (server-sent events, a page flushed in
+/// parts): what came so far goes to the client at once, and the rest as it comes. Holding it back would
+/// keep a stream of small events from the client until 64 KiB of them had gathered.
+const PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
 async fn buffer_start(
     response: Response<ResponseBody>,
     slot: Slot,
@@ -91,7 +96,15 @@ async fn buffer_start(
     let (parts, mut answer) = response.into_parts();
     let mut start = Gathered::default();
     while start.len() <= BUFFERED {
-        match answer.frame().await {
+        // The timer is armed only when the next part is not there yet: most answers come in one read.
+        let next = match answer.frame().now_or_never() {
+            Some(next) => next,
+            None => match tokio::time::timeout(PAUSE, answer.frame()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+        };
+        match next {
             None => {
                 slot.record(true);
                 return Ok(Response::from_parts(parts, rbody::full(start.into_bytes())));
