@@ -105,6 +105,8 @@ pub struct AppConf {
     /// rein's `handoff`: a Node.js app's instances take client connections themselves, passed by rein over
     /// Node's IPC channel, on listeners that pass straight to the app (see [`crate::handoff`]).
     pub handoff: bool,
+    /// Unit's `isolation`: namespaces, `rootfs`, a cgroup with limits (see [`super::isolation`]).
+    pub isolation: Option<super::isolation::Isolation>,
 }
 
 /// Keys every kind of application takes.
@@ -125,6 +127,7 @@ const KEYS: &[&str] = &[
     "reload",
     "stdout",
     "stderr",
+    "isolation",
 ];
 
 pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
@@ -192,6 +195,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         stdout: None,
         stderr: None,
         handoff: false,
+        isolation: None,
     };
     if let AppKind::Php(_) = conf.kind {
         // PHP-FPM's graceful stop: workers finish their requests.
@@ -218,6 +222,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "stdout" => conf.stdout = Some(output(value, &p)?),
             "stderr" => conf.stderr = Some(output(value, &p)?),
             "handoff" => conf.handoff = boolean(value, &p)?,
+            "isolation" => conf.isolation = Some(super::isolation::compile(value, &p)?),
             "socket" => {
                 conf.socket = match string(value, &p)? {
                     "unix" => SocketKind::Unix,
@@ -435,7 +440,7 @@ fn processes(v: &Value, path: &JsonPath) -> Result<(usize, Option<Scale>), Confi
 }
 
 /// Bytes: a number, or a string with a `K`, `M` or `G` suffix (powers of 1024).
-fn bytes(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
+pub(super) fn bytes(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
     if let Some(n) = v.as_u64() {
         return Ok(n);
     }

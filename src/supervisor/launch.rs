@@ -60,6 +60,7 @@ pub(super) fn spec(
         log_rotation: Default::default(),
         name: name.to_owned(),
         instance,
+        isolation: c.isolation.clone(),
         // PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
         death_signal: match c.kind {
             AppKind::Php(_) => Signal::SIGTERM,

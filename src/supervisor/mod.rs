@@ -8,6 +8,7 @@
 
 pub mod conf;
 mod executable;
+pub(crate) mod isolation;
 mod launch;
 pub mod layout;
 mod leftovers;
@@ -154,6 +155,7 @@ impl Supervisor {
                 php::check_files(conf, php, &at)?;
             }
             self.check_support_files(conf, &at)?;
+            isolation::check_app(name, conf, &at)?;
             self.check_program(name, conf, &at)?;
         }
         Ok(())
