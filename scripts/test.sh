@@ -13,6 +13,10 @@ command -v python3 >/dev/null || packages+=(python3)
 python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
 command -v node >/dev/null || packages+=(nodejs)
 compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
+# Ruby with Rack for the `"type": "ruby"` apps (tests/apps/ruby), Sinatra for the one written with it.
+command -v ruby >/dev/null || packages+=(ruby)
+command -v ruby >/dev/null && ruby -e 'require "rack"' 2>/dev/null || packages+=(ruby-rack)
+command -v ruby >/dev/null && ruby -e 'require "sinatra/base"' 2>/dev/null || packages+=(ruby-sinatra)
 # `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed);
 # `ss` (iproute2 too): the backlog test reads the listening sockets' queue limits; `mount`: the read-only state
 # directory test binds it read-only in a mount namespace of rein's own.

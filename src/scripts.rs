@@ -179,9 +179,9 @@ fn php_split(path: &str) -> Option<usize> {
         .find(|&end| end == path.len() || path.as_bytes()[end] == b'/')
 }
 
-/// The Python app's view of a path: `SCRIPT_NAME` is the `prefix` when the path is under it, `PATH_INFO`
-/// the rest.
-pub fn python(prefix: &str, path: &str) -> Script {
+/// An adapter-hosted app's view of a path (Python, and any app mounted at a `prefix`): `SCRIPT_NAME` is the
+/// `prefix` when the path is under it, `PATH_INFO` the rest.
+pub fn mounted(prefix: &str, path: &str) -> Script {
     let under = !prefix.is_empty()
         && path.starts_with(prefix)
         && matches!(path.as_bytes().get(prefix.len()), None | Some(b'/'));
@@ -335,13 +335,13 @@ mod tests {
 
     #[test]
     fn python_prefix_splits_only_at_a_segment() {
-        let s = python("/app", "/app/x");
+        let s = mounted("/app", "/app/x");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("/app", "/x"));
-        let s = python("/app", "/app");
+        let s = mounted("/app", "/app");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("/app", ""));
-        let s = python("/app", "/apple");
+        let s = mounted("/app", "/apple");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/apple"));
-        let s = python("", "/x");
+        let s = mounted("", "/x");
         assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/x"));
     }
 }

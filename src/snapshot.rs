@@ -32,12 +32,47 @@ pub struct Snapshot {
     pub access_log: Option<AccessLog>,
     /// `applications`, run by the supervisor.
     pub applications: BTreeMap<String, AppConf>,
+    /// How a request reaches each application's instances, by name.
+    pub transports: BTreeMap<String, AppTransport>,
     pub upstreams: BTreeMap<String, UpstreamConf>,
     /// The targets of `proxy` actions, each a one-server upstream, by URL, and those of `fastcgi` actions by
     /// `fastcgi:ADDRESS`.
     pub proxies: BTreeMap<String, UpstreamConf>,
     /// rein's `acme` section: the bundles the ACME task obtains and renews.
     pub acme: Option<Arc<crate::acme::AcmeConf>>,
+}
+
+/// How the data plane hands a request to an application's instances, compiled from the app's type
+/// ([`crate::supervisor::kind`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppTransport {
+    /// HTTP to the instances (external and Node.js apps).
+    Http,
+    /// PHP's script rules, per target, then FastCGI to PHP-FPM.
+    Php(Targets<crate::scripts::PhpTarget>),
+    /// FastCGI to one of rein's adapters: the path the app (or each target) is mounted at, and which
+    /// variables the adapter reads.
+    Adapter {
+        mounts: Targets<String>,
+        cgi: crate::fastcgi::Cgi,
+    },
+}
+
+/// What an application is without Unit's `targets` (`app`), or each of its targets by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Targets<T> {
+    pub app: Option<T>,
+    pub named: BTreeMap<String, T>,
+}
+
+impl<T> Targets<T> {
+    /// What `applications/NAME` (no target) or `applications/NAME/TARGET` names.
+    pub fn get(&self, target: Option<&str>) -> Option<&T> {
+        match target {
+            None => self.app.as_ref(),
+            Some(t) => self.named.get(t),
+        }
+    }
 }
 
 /// Where a listener accepts connections.

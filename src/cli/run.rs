@@ -53,6 +53,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit (RLIMIT_NOFILE)"),
     }
+    let logs_to_file = own_log.is_some();
     // Requests are served by the workers; this runtime has the control API, the supervisor and health
     // checks. It is multi-threaded (one thread) so that a Python import check can block in place.
     let workers = args
@@ -66,17 +67,21 @@ pub fn run(args: RunArgs) -> ExitCode {
             .build()
     }) {
         Ok(r) => r,
-        Err(e) => return fail(RunError::Runtime(e)),
+        Err(e) => return fail(RunError::Runtime(e), logs_to_file),
     };
     match runtime.block_on(serve(args, own_log)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(e),
+        Err(e) => fail(e, logs_to_file),
     }
 }
 
-fn fail(error: RunError) -> ExitCode {
+/// Logs why rein stops, and says it on the terminal too when the log is a file (once: without `--log`, the log
+/// is the terminal).
+fn fail(error: RunError, logs_to_file: bool) -> ExitCode {
     tracing::error!("{error}");
-    eprintln!("rein: {error}");
+    if logs_to_file {
+        eprintln!("rein: {error}");
+    }
     ExitCode::from(exit::FAILED)
 }
 

@@ -61,7 +61,7 @@ impl Compiled {
 fn handoff(pass: &Pass, tls_or_h2c: bool, apps: &BTreeMap<String, AppConf>) -> Option<Arc<str>> {
     match pass {
         Pass::Fixed(PassTarget::Application(app, None))
-            if !tls_or_h2c && apps.get(app).is_some_and(|a| a.handoff) =>
+            if !tls_or_h2c && apps.get(app).is_some_and(|a| a.kind.hands_off()) =>
         {
             Some(Arc::from(app.as_str()))
         }

@@ -121,6 +121,10 @@ pub fn compile_all(doc: &Value, certificates: &Certificates) -> Result<Snapshot,
         routes,
         settings,
         access_log,
+        transports: applications
+            .iter()
+            .map(|(name, app)| (name.clone(), app.kind.transport()))
+            .collect(),
         applications,
         upstreams,
         proxies,

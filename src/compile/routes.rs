@@ -365,7 +365,9 @@ impl Targets<'_> {
                 format!("application \"{n}\""),
             ),
             PassTarget::Application(n, Some(t)) => (
-                self.applications.get(n).is_some_and(|a| a.has_target(t)),
+                self.applications
+                    .get(n)
+                    .is_some_and(|a| a.kind.has_target(t)),
                 format!("target \"{t}\" of application \"{n}\""),
             ),
             PassTarget::Upstream(n) => (self.upstreams.contains(n), format!("upstream \"{n}\"")),

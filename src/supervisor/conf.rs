@@ -1,5 +1,6 @@
-//! `applications` compiled: Unit's schema for `"type": "external"`, `"php"` ([`super::php`]) and `"python"`
-//! ([`super::python`]), plus rein's readiness, stop, restart and socket options in the same object.
+//! `applications` compiled: the options every type of application takes (Unit's `working_directory`,
+//! `environment`, `user`, `processes`, `limits`…, and rein's readiness, stop, restart, socket and reload
+//! options in the same object); each type's own options are its module's ([`super::kind`]).
 //!
 //! ```json
 //! {"type": "external", "executable": "/usr/bin/node", "arguments": ["server.js"],
@@ -18,6 +19,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
+pub use super::kind::AppKind;
 use super::spawn::{Output, SocketKind};
 use super::watch::{self, WatchConf};
 use crate::config::walk::{boolean, integer, known_keys, object, seconds, string, strings};
@@ -31,14 +33,6 @@ pub enum Readiness {
     Http(String),
     /// Ready when the FastCGI server answers `FCGI_GET_VALUES` (PHP-FPM, the Python adapter).
     FastCgi,
-}
-
-/// What runs: any program serving HTTP, or PHP and Python apps that rein runs over FastCGI.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AppKind {
-    External,
-    Php(super::php::PhpApp),
-    Python(super::python::PythonApp),
 }
 
 /// `reload.strategy`: how a reload replaces the instances (see the machine's documentation).
@@ -102,9 +96,6 @@ pub struct AppConf {
     /// Unit's `stdout` and `stderr`: a file instead of the app's log in rein's log directory, or `/dev/null`.
     pub stdout: Option<Output>,
     pub stderr: Option<Output>,
-    /// rein's `handoff`: a Node.js app's instances take client connections themselves, passed by rein over
-    /// Node's IPC channel, on listeners that pass straight to the app (see [`crate::handoff`]).
-    pub handoff: bool,
     /// Unit's `isolation`: namespaces, `rootfs`, a cgroup with limits (see [`super::isolation`]).
     pub isolation: Option<super::isolation::Isolation>,
 }
@@ -135,34 +126,19 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
     let kind = map
         .get("type")
         .ok_or_else(|| path.error("an application needs a \"type\""))?;
-    let tpath = path.key("type");
-    // Unit accepts a version after the language ("php 8.2", "python 3"): the one installed runs.
-    let (kind, own_keys): (AppKind, &[&str]) = match string(kind, &tpath)?.split(' ').next() {
-        Some("external") => (AppKind::External, &["executable", "arguments", "handoff"]),
-        Some("php") => (
-            AppKind::Php(super::php::compile(map, path)?),
-            super::php::KEYS,
-        ),
-        Some("python") => (
-            AppKind::Python(super::python::compile(map, path)?),
-            super::python::KEYS,
-        ),
-        _ => {
-            return Err(tpath.error("must be \"external\", \"php\" or \"python\""));
-        }
-    };
+    let (kind, own_keys) = AppKind::compile(string(kind, &path.key("type"))?, map, path)?;
     let keys: Vec<&str> = KEYS.iter().chain(own_keys).copied().collect();
     known_keys(map, &keys, path)?;
-    let executable = match &kind {
-        AppKind::External => PathBuf::from(string(
+    let executable = match kind.program() {
+        Some(program) => program,
+        None => PathBuf::from(string(
             map.get("executable")
                 .ok_or_else(|| path.error("an external application needs an \"executable\""))?,
             &path.key("executable"),
         )?),
-        AppKind::Php(_) => PathBuf::from("php-fpm"),
-        AppKind::Python(py) => py.interpreter(),
     };
-    let fastcgi = !matches!(kind, AppKind::External);
+    let fastcgi = kind.speaks_fastcgi();
+    let stop_signal = kind.stop_signal();
     let mut conf = AppConf {
         kind,
         executable,
@@ -183,7 +159,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             Readiness::Connect
         },
         ready_timeout: Duration::from_secs(30),
-        stop_signal: Signal::SIGTERM,
+        stop_signal,
         stop_timeout: Duration::from_secs(10),
         min_restart_interval: Duration::from_secs(1),
         backoff_max: Duration::from_secs(30),
@@ -194,13 +170,8 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         drain_timeout: Duration::from_secs(30),
         stdout: None,
         stderr: None,
-        handoff: false,
         isolation: None,
     };
-    if let AppKind::Php(_) = conf.kind {
-        // PHP-FPM's graceful stop: workers finish their requests.
-        conf.stop_signal = Signal::SIGQUIT;
-    }
     for (key, value) in map {
         let p = path.key(key);
         match key.as_str() {
@@ -221,7 +192,6 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "reload" => reload(value, &p, &mut conf)?,
             "stdout" => conf.stdout = Some(output(value, &p)?),
             "stderr" => conf.stderr = Some(output(value, &p)?),
-            "handoff" => conf.handoff = boolean(value, &p)?,
             "isolation" => conf.isolation = Some(super::isolation::compile(value, &p)?),
             "socket" => {
                 conf.socket = match string(value, &p)? {
@@ -234,22 +204,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         }
     }
     conf.hand_workers_to_fpm();
-    if let AppKind::External = conf.kind {
-        conf.executable = unit_relative(conf.executable, conf.working_directory.as_deref());
-    }
-    let node = || {
-        super::launch::is_node(
-            &conf.executable,
-            &conf.arguments,
-            conf.working_directory.as_deref(),
-        )
-    };
-    if conf.handoff && !node() {
-        return Err(path.key("handoff").error(
-            "needs a Node.js app (\"executable\": \"node\", or a script run by node): its instances \
-             take connections through rein's preload",
-        ));
-    }
+    AppKind::settle(&mut conf, map, path)?;
     // After the loop: relative watch paths resolve against the working directory, wherever it was written.
     if let Some(w) = map.get("watch") {
         conf.watch = Some(watch::compile(
@@ -259,82 +214,6 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         )?);
     }
     Ok(conf)
-}
-
-/// Unit takes an external app's `executable` "absolute or relative to `working_directory`", so a bare name
-/// (`"app.js"`) that is a file there runs from there; other bare names are searched in `PATH` (`"node"`).
-fn unit_relative(executable: PathBuf, working_directory: Option<&std::path::Path>) -> PathBuf {
-    let bare = executable.components().count() == 1 && executable.is_relative();
-    match working_directory {
-        Some(dir) if bare && dir.join(&executable).is_file() => PathBuf::from(".").join(executable),
-        _ => executable,
-    }
-}
-
-/// Requests queued behind the one in progress on each connection to a WSGI instance: enough that the adapter
-/// finds the next request already in its socket when it finishes one, instead of sleeping until rein has
-/// passed the answer on and sent another (see [`crate::fastcgi::pipeline`]). WSGI hello, 2 instances of 1
-/// thread, c=100, whole stack's CPU per request: 1 → 60-65 µs, 3 → 42-46 µs, 7 → 37-41 µs. A request never
-/// lines up behind one that has run for 10 ms, so a slow request holds at most what queued in its first 10 ms.
-const WSGI_PIPELINING: u32 = 7;
-
-impl AppConf {
-    /// Whether `name` is one of the application's `targets`.
-    pub fn has_target(&self, name: &str) -> bool {
-        match &self.kind {
-            AppKind::Php(php) => php.targets.contains_key(name),
-            AppKind::Python(py) => py.targets.contains_key(name),
-            AppKind::External => false,
-        }
-    }
-
-    /// Requests one instance takes at once, when it has a fixed capacity: a WSGI app's `threads`, a PHP
-    /// app's workers (more would only queue inside it; rein queues them instead, where they can still go to
-    /// another instance).
-    pub fn concurrency(&self) -> Option<u32> {
-        match &self.kind {
-            AppKind::Python(py) if py.protocol == super::python::Protocol::Wsgi => {
-                Some(py.threads as u32)
-            }
-            // One request per PHP-FPM worker, each on a kept-alive connection of its own; the rest wait in
-            // rein, in order. More would wait in PHP-FPM's accept queue on fresh connections, behind workers
-            // held by kept-alive ones, so that every connection would have to be closed after one request.
-            AppKind::Php(php) => Some(match php.workers {
-                super::php::Workers::Static(n) => n as u32,
-                super::php::Workers::Dynamic(scale) => scale.max as u32,
-            }),
-            _ => None,
-        }
-    }
-
-    /// How many requests without a body may queue behind the one in progress on a FastCGI connection to an
-    /// instance: PHP-FPM and the Python adapter's WSGI connections read each request exactly to its end (see
-    /// [`crate::fastcgi::pipeline`]). Its ASGI connections refuse a second request while one is in progress;
-    /// an ASGI app takes more requests at once anyway.
-    pub fn pipelining(&self) -> u32 {
-        match &self.kind {
-            AppKind::Php(_) => 1,
-            AppKind::Python(py) if py.protocol == super::python::Protocol::Wsgi => WSGI_PIPELINING,
-            AppKind::Python(_) | AppKind::External => 0,
-        }
-    }
-
-    /// Whether each of rein's worker threads keeps its own FastCGI connections to an instance (up to
-    /// [`AppConf::concurrency`] each) rather than sharing them: a WSGI app running one thread, which the
-    /// adapter serves from one loop however many connections it has. A connection shared by the threads
-    /// wakes the one whose reactor holds it for every read the other makes (WSGI hello, 2 instances, c=100:
-    /// rein slept 0.9–1.3 times per request with shared connections, 0.4 with its own). PHP-FPM gives each
-    /// connection a worker of its own until it closes, and the adapter running more threads gives each a
-    /// thread: their connections stay as many as their workers.
-    pub fn fastcgi_per_worker(&self) -> bool {
-        matches!(&self.kind, AppKind::Python(py)
-            if py.protocol == super::python::Protocol::Wsgi && py.threads == 1)
-    }
-
-    /// Whether rein speaks FastCGI to its instances.
-    pub fn is_fastcgi(&self) -> bool {
-        !matches!(self.kind, AppKind::External)
-    }
 }
 
 /// Unit's `targets` of a PHP or Python app: `{"NAME": {KEYS...}}`, each compiled by `compile`; the same keys

@@ -117,7 +117,7 @@ fn good_values_compile_to_what_they_say() {
 #[test]
 fn bad_values_are_refused_with_their_json_path() {
     for (extra, at) in [
-        (json!({"type": "ruby"}), "type"),
+        (json!({"type": "java"}), "type"),
         (json!({"type": 1}), "type"),
         (json!({"colour": "red"}), "colour"),
         (json!({"processes": 0}), "processes"),

@@ -9,14 +9,13 @@
 pub mod conf;
 mod executable;
 pub(crate) mod isolation;
+pub mod kind;
 mod launch;
 pub mod layout;
 mod leftovers;
 pub(crate) mod logline;
 pub mod logs;
 mod machine;
-pub mod php;
-pub mod python;
 mod ready;
 mod runner;
 pub mod spawn;
@@ -36,7 +35,8 @@ use crate::stats::snapshot::{
 use crate::upstream::balance::Balance;
 use crate::upstream::conf::UpstreamConf;
 use crate::upstream::{ServerState, Upstream};
-use conf::{AppConf, AppKind};
+use conf::AppConf;
+use kind::{Check, SupportFiles};
 use machine::{AppStatus, InstanceId, InstanceState, ReloadReport};
 pub(crate) use runner::Replaced;
 use runner::{Command, Runner};
@@ -46,22 +46,25 @@ use runner::{Command, Runner};
 pub struct Paths {
     pub sockets: PathBuf,
     pub log: PathBuf,
-    pub node: Option<(PathBuf, PathBuf)>,
-    /// rein's Python adapter, for `"type": "python"` apps.
-    pub python_adapter: PathBuf,
+    /// rein's files the apps read.
+    pub files: SupportFiles,
     /// Where running instances are recorded ([`leftovers`]).
     pub pids: PathBuf,
 }
 
-/// The supervisor's directories under `state_dir`, and the Python adapter.
+/// The supervisor's directories under `state_dir`, and rein's adapters.
 fn prepare(state_dir: &Path) -> std::io::Result<()> {
     let run = state_dir.join("run");
     layout::dir(&run, layout::TRAVERSABLE)?;
     layout::dir(&run.join(layout::SOCKETS), layout::PRIVATE)?;
     layout::dir(&run.join(leftovers::DIR), layout::PRIVATE)?;
     layout::dir(&state_dir.join("logs"), layout::PRIVATE)?;
-    layout::dir(&run.join("python"), layout::READABLE)?;
-    layout::write_readable(&run.join("python/rein_adapter.py"), python::ADAPTER)
+    for adapter in kind::ADAPTERS {
+        let dir = run.join(adapter.dir);
+        layout::dir(&dir, layout::READABLE)?;
+        layout::write_readable(&dir.join(adapter.file), adapter.source)?;
+    }
+    Ok(())
 }
 
 /// Whether every path the app's `watch` names exists.
@@ -132,13 +135,17 @@ impl Supervisor {
         Supervisor {
             dir: state_dir.to_owned(),
             default_user,
-            node: spawn::install_node_support(&run).ok(),
+            node: kind::node::install_node_support(&run).ok(),
             apps: Mutex::new(BTreeMap::new()),
         }
     }
 
-    fn python_adapter(&self) -> PathBuf {
-        self.dir.join("run/python/rein_adapter.py")
+    /// rein's files the apps read, where [`prepare`] wrote them.
+    fn files(&self) -> SupportFiles {
+        SupportFiles {
+            node: self.node.clone(),
+            run: self.dir.join("run"),
+        }
     }
 
     fn apps(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, App>> {
@@ -151,9 +158,6 @@ impl Supervisor {
         for (name, conf) in &self.with_default_user(apps) {
             let at = JsonPath::root().key("applications").key(name);
             check_watched(conf, &at)?;
-            if let AppKind::Php(php) = &conf.kind {
-                php::check_files(conf, php, &at)?;
-            }
             self.check_support_files(conf, &at)?;
             isolation::check_app(name, conf, &at)?;
             self.check_program(name, conf, &at)?;
@@ -172,15 +176,7 @@ impl Supervisor {
         if !nix::unistd::geteuid().is_root() {
             return Ok(());
         }
-        let dir = conf.working_directory.as_deref();
-        let file = match &conf.kind {
-            AppKind::Python(_) => Some(self.python_adapter()),
-            AppKind::External if launch::is_node(&conf.executable, &conf.arguments, dir) => {
-                self.node.as_ref().map(|(preload, _)| preload.clone())
-            }
-            _ => None,
-        };
-        let Some(file) = file else {
+        let Some(file) = conf.kind.support_file(&self.files()) else {
             return Ok(());
         };
         layout::check_readable(&file, user, conf.group.as_deref()).map_err(|e| match &e {
@@ -192,42 +188,21 @@ impl Supervisor {
         })
     }
 
-    /// Whether the app's program can start: the executable (PHP-FPM for PHP), and for Python apps, an import
-    /// of the app unless it runs unchanged already.
+    /// Whether the app's program can start, as its type checks it (the executable; PHP-FPM for PHP; for an
+    /// adapter's app, that it loads, unless it runs unchanged already).
     fn check_program(&self, name: &str, conf: &AppConf, at: &JsonPath) -> Result<(), ConfigError> {
-        let dir = conf.working_directory.as_deref();
-        let user = conf.user.as_deref();
-        let executable = |program: &Path, key: &str| {
-            executable::check_executable(program, dir, user).map_err(|e| {
-                let key = if e.is_about_the_user() { "user" } else { key };
-                at.key(key).error(e.to_string())
-            })
+        let paths = self.paths(name);
+        // Started as an instance would be (environment, user, group), on a socket it never uses.
+        let spec = || {
+            let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
+            launch::spec(name, conf, &paths, socket, 0)
         };
-        match &conf.kind {
-            AppKind::External => executable(&conf.executable, "executable").map(drop),
-            AppKind::Php(_) => match php::find_fpm() {
-                Some(fpm) => executable(&fpm, "type").map(drop),
-                None => Err(at
-                    .key("type")
-                    .error(php::LaunchError::NotInstalled.to_string())),
-            },
-            AppKind::Python(py) => {
-                executable(
-                    &conf.executable,
-                    if py.home.is_some() { "home" } else { "type" },
-                )?;
-                if self.apps().get(name).is_some_and(|app| app.conf == *conf) {
-                    return Ok(());
-                }
-                // Started as an instance would be (environment, user, group), on a socket it never uses.
-                let paths = self.paths(name);
-                let socket = spawn::AppSocket::Unix(paths.sockets.join("check.sock"));
-                let spec = launch::spec(name, conf, &paths, socket, 0)
-                    .map_err(|e| at.key("type").error(e.to_string()))?;
-                tokio::task::block_in_place(|| python::check(&spec))
-                    .map_err(|e| at.key("module").error(e.to_string()))
-            }
-        }
+        conf.kind.check(&Check {
+            conf,
+            at,
+            unchanged: self.apps().get(name).is_some_and(|app| app.conf == *conf),
+            spec: &spec,
+        })
     }
 
     /// Moves the running applications to `apps`; returns each application's upstream for routing, and the
@@ -296,8 +271,7 @@ impl Supervisor {
                 .join(layout::SOCKETS)
                 .join(layout::sockets_dir_name(name)),
             log: self.log_path(name),
-            node: self.node.clone(),
-            python_adapter: self.python_adapter(),
+            files: self.files(),
             pids: self.dir.join("run").join(leftovers::DIR),
         }
     }

@@ -15,15 +15,15 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::conf::{AppConf, AppKind, Scale};
+use super::conf::{AppConf, Scale};
 use super::isolation::InstanceCgroup;
+use super::kind::LaunchError;
 use super::launch::{server_addr, spec};
 use super::logs::{Notices, Tail};
 use super::machine::{
     Effect, Event, InstanceId, InstanceState, InstanceStatus, Machine, Policy, ReloadReport,
     TimerKind,
 };
-use super::php;
 use super::spawn::{self, AppSocket, Output};
 use super::watch;
 use super::{AppView, Paths, ReloadCounts};
@@ -373,7 +373,7 @@ impl Runner {
         let spec = spec(&self.name, &self.conf, &self.paths, addr.clone(), id)?;
         // A handoff instance's channel: rein keeps one end, the child gets the other (closed here once it
         // is spawned, so that rein reads the end of the channel when the instance exits).
-        let pair = match self.conf.handoff {
+        let pair = match self.conf.kind.hands_off() {
             true => Some(tokio::net::UnixStream::pair().map_err(StartError::Socket)?),
             false => None,
         };
@@ -398,9 +398,9 @@ impl Runner {
             spawned.cgroup,
         );
         self.probe(id, addr.clone(), cancel.clone());
-        let server = Arc::new(match (self.conf.is_fastcgi(), channel) {
+        let server = Arc::new(match (self.conf.kind.speaks_fastcgi(), channel) {
             (true, _) => {
-                let per_worker = self.conf.fastcgi_per_worker();
+                let per_worker = self.conf.kind.fastcgi_per_worker();
                 ServerState::with_conns(server_addr(&addr), ServerConns::own_fastcgi(per_worker))
             }
             (false, Some(channel)) => ServerState::handing_off(server_addr(&addr), channel),
@@ -514,8 +514,8 @@ impl Runner {
         let mut members: Vec<Member> = self.upstream.members().as_ref().clone();
         members.push(Member {
             weight: 1.0,
-            max_connections: self.conf.concurrency(),
-            pipelining: self.conf.pipelining(),
+            max_connections: self.conf.kind.concurrency(),
+            pipelining: self.conf.kind.pipelining(),
             state: instance.server.clone(),
         });
         self.upstream.set_members(members);
@@ -747,10 +747,9 @@ impl Runner {
                 if let AppSocket::Unix(path) = &instance.addr {
                     let _ = std::fs::remove_file(path);
                 }
-                if let AppKind::Php(_) = self.conf.kind {
-                    let _ =
-                        std::fs::remove_file(php::config_file(&instance.addr, &self.paths.sockets));
-                }
+                self.conf
+                    .kind
+                    .instance_gone(&instance.addr, &self.paths.sockets);
             }
             keep
         });
@@ -780,8 +779,8 @@ impl Runner {
 enum StartError {
     #[error("cannot create the socket: {0}")]
     Socket(std::io::Error),
-    #[error("cannot prepare PHP-FPM: {0}")]
-    Php(#[from] php::LaunchError),
+    #[error("cannot prepare the instance: {0}")]
+    Launch(#[from] LaunchError),
     #[error("{0}")]
     Spawn(std::io::Error),
     #[error("the process exited at once")]

@@ -37,7 +37,6 @@ use socket2::{Domain, SockAddr, Socket, Type};
 use tokio::task::JoinHandle;
 
 use super::isolation::{self, HostIds, InstanceCgroup, Isolation};
-use super::layout;
 use super::logline::{Lines, Source};
 use super::logs::{self, LogFile, Rotation};
 
@@ -760,41 +759,6 @@ pub fn exec_shim(args: Vec<OsString>) -> ExitCode {
         .exec();
     eprintln!("rein: cannot run {}: {err}", Path::new(&program).display());
     ExitCode::from(127)
-}
-
-/// The Node.js support files embedded in rein.
-const NODE_PRELOAD: &str = include_str!("node/preload.js");
-const NODE_HOOKS: &str = include_str!("node/hooks.mjs");
-const UNIT_HTTP_INDEX: &str = include_str!("node/unit-http/index.js");
-const UNIT_HTTP_MODULE: &str = include_str!("node/unit-http/index.mjs");
-const UNIT_HTTP_PACKAGE: &str = include_str!("node/unit-http/package.json");
-const UNIT_HTTP_LOADER: &str = include_str!("node/unit-http/loader.js");
-const UNIT_HTTP_LOADER_MODULE: &str = include_str!("node/unit-http/loader.mjs");
-
-/// Writes the Node.js support files under `dir` (`dir/node/preload.js`, the ES-module hook it registers
-/// `dir/node/hooks.mjs`, `dir/node/modules/unit-http/`), each atomically (temp file + rename), world-readable
-/// in world-readable directories, and returns `(preload.js, NODE_PATH dir)` for [`SpawnSpec::node`]. `dir`
-/// must be traversable by the apps' users ([`super::layout`]).
-pub fn install_node_support(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
-    let base = dir.join("node");
-    let modules = base.join("modules");
-    let unit_http = modules.join("unit-http");
-    for d in [&base, &modules, &unit_http] {
-        layout::dir(d, layout::READABLE)?;
-    }
-    let preload = base.join("preload.js");
-    for (path, text) in [
-        (&preload, NODE_PRELOAD),
-        (&base.join("hooks.mjs"), NODE_HOOKS),
-        (&unit_http.join("index.js"), UNIT_HTTP_INDEX),
-        (&unit_http.join("index.mjs"), UNIT_HTTP_MODULE),
-        (&unit_http.join("package.json"), UNIT_HTTP_PACKAGE),
-        (&unit_http.join("loader.js"), UNIT_HTTP_LOADER),
-        (&unit_http.join("loader.mjs"), UNIT_HTTP_LOADER_MODULE),
-    ] {
-        layout::write_readable(path, text)?;
-    }
-    Ok((preload, modules))
 }
 
 /// The test binary plays rein's part: when started as `TEST_BINARY __exec -- ...` (which is what [`spawn`]

@@ -1,6 +1,7 @@
 //! Tests of `spawn`, kept beside it to keep both files readable.
 use super::*;
 use crate::supervisor::executable::check_executable;
+use crate::supervisor::kind::node::install_node_support;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;

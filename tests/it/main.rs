@@ -26,6 +26,7 @@ mod python;
 mod python_reload;
 mod reload;
 mod routing;
+mod ruby;
 mod service;
 mod share;
 mod tls;

@@ -1106,7 +1106,7 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         "listeners/unix:@abstract_socket",
     );
     let app = |app: Value| json!({"applications": {"a": app}});
-    // Other languages: UNIT#configuration-java, -perl, -ruby, -wasm.
+    // Other languages: UNIT#configuration-java, -perl, -wasm (Ruby: tests/it/ruby.rs).
     refuses(
         &rein,
         "java",
@@ -1117,12 +1117,6 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         &rein,
         "perl",
         app(json!({"type": "perl", "script": "/www/bugtracker/app.psgi"})),
-        "applications/a/type",
-    );
-    refuses(
-        &rein,
-        "ruby",
-        app(json!({"type": "ruby", "script": "/www/cms/config.ru"})),
         "applications/a/type",
     );
     refuses(

@@ -7,38 +7,33 @@ use http::{Response, StatusCode};
 
 use super::{Ctx, error, return_response};
 use crate::body::Body;
-use crate::fastcgi::{Cgi, Script};
+use crate::fastcgi::Script;
 use crate::proxy;
 use crate::scripts::{self, PhpTarget, Resolved};
 use crate::share::{self, ShareOptions, ShareOutcome, Target};
-use crate::snapshot::{FastCgi, FastCgiServer};
-use crate::supervisor::conf::AppKind;
-use crate::supervisor::python::Protocol;
+use crate::snapshot::{AppTransport, FastCgi, FastCgiServer};
 use crate::upstream::Upstream;
 
 impl Ctx<'_> {
-    /// An application: its instances over HTTP, or over FastCGI for PHP and Python.
+    /// An application: its instances over HTTP, or over FastCGI for PHP and the adapter-hosted types.
     pub(super) async fn application(&mut self, name: &str, target: Option<&str>) -> Response<Body> {
         let published = self.published;
-        let (Some(upstream), Some(conf)) = (
+        let (Some(upstream), Some(transport)) = (
             published.upstreams.apps.get(name),
-            published.snapshot.applications.get(name),
+            published.snapshot.transports.get(name),
         ) else {
             return self.unavailable(name).await;
         };
-        match &conf.kind {
-            AppKind::External => self.proxy(upstream).await,
-            AppKind::Php(php) => match php.target(target) {
+        match transport {
+            AppTransport::Http => self.proxy(upstream).await,
+            AppTransport::Php(targets) => match targets.get(target) {
                 Some(rules) => self.php_app(upstream, rules).await,
                 None => error(StatusCode::NOT_FOUND),
             },
-            AppKind::Python(py) => match py.callable(target) {
-                Some(callable) => {
-                    let mut script = scripts::python(&callable.prefix, &self.request.path);
-                    script.cgi = match py.protocol {
-                        Protocol::Wsgi => Cgi::Wsgi,
-                        Protocol::Asgi => Cgi::Asgi,
-                    };
+            AppTransport::Adapter { mounts, cgi } => match mounts.get(target) {
+                Some(prefix) => {
+                    let mut script = scripts::mounted(prefix, &self.request.path);
+                    script.cgi = *cgi;
                     if let Some(t) = target {
                         script.extra.push(("REIN_TARGET".to_owned(), t.to_owned()));
                     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests for rein's Python adapter (src/supervisor/python/rein_adapter.py), standard library only.
+"""Tests for rein's Python adapter (src/supervisor/kind/python/rein_adapter.py), standard library only.
 
 Each test class starts the adapter the way rein does: a listening socket (Unix, or TCP for the family
 tests) passed as fd 3 with LISTEN_FDS=1 and LISTEN_PID set to the adapter's pid (a small Python
@@ -27,7 +27,7 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "python", "rein_adapter.py")
+ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "kind", "python", "rein_adapter.py")
 
 BEGIN_REQUEST, ABORT_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT, STDERR, DATA = range(1, 9)
 GET_VALUES, GET_VALUES_RESULT, UNKNOWN_TYPE = 9, 10, 11

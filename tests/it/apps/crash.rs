@@ -154,16 +154,11 @@ fn a_crash_loop_backs_off_then_errors_and_a_reload_clears_it() {
         "three runs so far (the next retry waits backoff_max):\n{log}"
     );
     assert_eq!(exits.len(), 3, "{log}");
+    // Lower bounds only: the back-off is the least a retry waits; a loaded machine starts the process later.
     let gap1 = starts[1] - exits[0];
     let gap2 = starts[2] - exits[1];
-    assert!(
-        (0.9..1.8).contains(&gap1),
-        "first back-off 1 s: {gap1}\n{log}"
-    );
-    assert!(
-        (1.9..2.8).contains(&gap2),
-        "second back-off 2 s: {gap2}\n{log}"
-    );
+    assert!(gap1 >= 0.9, "first back-off 1 s: {gap1}\n{log}");
+    assert!(gap2 >= 1.9, "second back-off 2 s: {gap2}\n{log}");
     // A reload clears it at once, without waiting for the next retry.
     std::fs::remove_file(&flag).unwrap();
     let (code, body) = restart(&rein, "crashy");

@@ -15,12 +15,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::conf::{AppConf, Scale};
-use super::spawn::{AppSocket, Output};
+use nix::sys::signal::Signal;
+
+use super::super::conf::{AppConf, Scale};
+use super::super::spawn::{AppSocket, Output};
+use super::{Check, Kind, Launch, LaunchError, Launching};
 use crate::compile::php_target;
 use crate::config::walk::{known_keys, object, string};
 use crate::config::{ConfigError, JsonPath};
 use crate::scripts::PhpTarget;
+use crate::snapshot::{AppTransport, Targets};
 
 /// The keys of a PHP application besides the common ones.
 pub const KEYS: &[&str] = &["root", "script", "index", "targets", "options"];
@@ -39,19 +43,78 @@ pub struct PhpApp {
     pub max_requests: Option<u64>,
 }
 
-impl PhpApp {
-    /// The rules for `applications/NAME` (no target) or `applications/NAME/TARGET`.
-    pub fn target(&self, name: Option<&str>) -> Option<&PhpTarget> {
-        match name {
-            None => self.target.as_ref(),
-            Some(t) => self.targets.get(t),
+impl Kind for PhpApp {
+    fn transport(&self) -> AppTransport {
+        AppTransport::Php(Targets {
+            app: self.target.clone(),
+            named: self.targets.clone(),
+        })
+    }
+
+    /// One request per PHP-FPM worker, each on a kept-alive connection of its own; the rest wait in rein, in
+    /// order. More would wait in PHP-FPM's accept queue on fresh connections, behind workers held by
+    /// kept-alive ones, so that every connection would have to be closed after one request.
+    fn concurrency(&self) -> Option<u32> {
+        Some(match self.workers {
+            Workers::Static(n) => n as u32,
+            Workers::Dynamic(scale) => scale.max as u32,
+        })
+    }
+
+    /// A PHP-FPM worker reads each request exactly to its end (see [`crate::fastcgi::pipeline`]).
+    fn pipelining(&self) -> u32 {
+        1
+    }
+
+    /// PHP-FPM's graceful stop: workers finish their requests.
+    fn stop_signal(&self) -> Signal {
+        Signal::SIGQUIT
+    }
+
+    /// PHP-FPM's master must stop its workers itself: killed outright, it would orphan them.
+    fn death_signal(&self) -> Signal {
+        Signal::SIGTERM
+    }
+
+    fn has_target(&self, name: &str) -> bool {
+        self.targets.contains_key(name)
+    }
+
+    /// Found when an instance starts ([`find_fpm`]).
+    fn program(&self) -> Option<PathBuf> {
+        Some(PathBuf::from("php-fpm"))
+    }
+
+    /// PHP-FPM's master stays root when rein is: it reads its configuration from rein's private directory,
+    /// and switches its workers to the pool's `user`/`group` itself (which are the app's).
+    fn keeps_root(&self) -> bool {
+        true
+    }
+
+    fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
+        launch(at.name, at.conf, self, at.socket, at.dir)
+    }
+
+    fn instance_gone(&self, socket: &AppSocket, dir: &Path) {
+        let _ = std::fs::remove_file(config_file(socket, dir));
+    }
+
+    /// The php.ini the app names is a file, and PHP-FPM is installed and runs.
+    fn check(&self, check: &Check<'_>) -> Result<(), ConfigError> {
+        check_files(check.conf, self, check.at)?;
+        match find_fpm() {
+            Some(fpm) => check.executable(&fpm, "type"),
+            None => Err(check
+                .at
+                .key("type")
+                .error(LaunchError::NotInstalled.to_string())),
         }
     }
 }
 
 /// Checks what only the filesystem can tell: the `options.file` php.ini is a file. PHP-FPM given a `-c` that
 /// names nothing runs silently with no php.ini at all, not even the system's. `at` is the app's path.
-pub fn check_files(conf: &AppConf, app: &PhpApp, at: &JsonPath) -> Result<(), ConfigError> {
+fn check_files(conf: &AppConf, app: &PhpApp, at: &JsonPath) -> Result<(), ConfigError> {
     match ini_file(conf, app) {
         Some(ini) if !ini.is_file() => Err(at
             .key("options")
@@ -84,7 +147,7 @@ const STARTUP_ONLY: &[&str] = &["disable_functions", "disable_classes"];
 const TARGET_KEYS: &[&str] = &["root", "script", "index"];
 
 pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PhpApp, ConfigError> {
-    let (target, targets) = match super::conf::targets(map, path, TARGET_KEYS, php_target)? {
+    let (target, targets) = match super::super::conf::targets(map, path, TARGET_KEYS, php_target)? {
         Some(targets) => (None, targets),
         None => (Some(php_target(map, path)?), BTreeMap::new()),
     };
@@ -155,27 +218,15 @@ pub fn find_fpm() -> Option<PathBuf> {
     if let Some(p) = found.pop() {
         return Some(p);
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| super::spawn::DEFAULT_PATH.into());
+    let path = std::env::var_os("PATH").unwrap_or_else(|| super::super::spawn::DEFAULT_PATH.into());
     std::env::split_paths(&path)
         .map(|d| d.join("php-fpm"))
         .find(|p| p.is_file())
 }
 
-/// Why PHP-FPM cannot be started for an instance.
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    #[error("PHP-FPM is not installed (Debian: apt-get install php-fpm)")]
-    NotInstalled,
-    #[error("cannot write its configuration {}: {source}", .path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
 /// How PHP-FPM is started for one instance: the program, its arguments, and `FPM_SOCKETS`. Writes the
 /// instance's configuration next to its socket.
-pub fn launch(
+fn launch(
     name: &str,
     conf: &AppConf,
     php: &PhpApp,
@@ -228,7 +279,7 @@ pub fn launch(
 
 /// The PHP-FPM configuration of the instance on `socket`, in the app's runtime directory (removed with the
 /// instance).
-pub fn config_file(socket: &AppSocket, dir: &Path) -> PathBuf {
+fn config_file(socket: &AppSocket, dir: &Path) -> PathBuf {
     match socket {
         AppSocket::Unix(path) => {
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fpm");
@@ -236,13 +287,6 @@ pub fn config_file(socket: &AppSocket, dir: &Path) -> PathBuf {
         }
         AppSocket::Tcp(addr) => dir.join(format!("fpm-{}.conf", addr.port())),
     }
-}
-
-/// A process to start: what [`super::spawn::SpawnSpec`] takes from the app's kind.
-pub struct Launch {
-    pub program: PathBuf,
-    pub arguments: Vec<String>,
-    pub environment: Vec<(String, String)>,
 }
 
 /// The configuration of one PHP-FPM master with one pool.
@@ -329,8 +373,8 @@ pub enum Workers {
 impl AppConf {
     /// For PHP: `processes` and `limits.requests` describe PHP-FPM's workers, which PHP-FPM manages itself;
     /// rein supervises one master.
-    pub fn hand_workers_to_fpm(&mut self) {
-        if let super::conf::AppKind::Php(php) = &mut self.kind {
+    pub(in super::super) fn hand_workers_to_fpm(&mut self) {
+        if let super::AppKind::Php(php) = &mut self.kind {
             php.workers = match self.scale.take() {
                 Some(scale) => Workers::Dynamic(scale),
                 None => Workers::Static(self.processes),
@@ -345,7 +389,8 @@ impl AppConf {
 mod tests {
     use serde_json::json;
 
-    use super::super::conf::{AppKind, compile};
+    use super::super::super::conf::compile;
+    use super::super::AppKind;
     use super::*;
 
     fn app(v: serde_json::Value) -> (AppConf, PhpApp) {
@@ -396,7 +441,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
         }
-        assert_eq!(conf.concurrency(), Some(8), "one request per worker");
+        assert_eq!(conf.kind.concurrency(), Some(8), "one request per worker");
     }
 
     #[test]

@@ -1,0 +1,219 @@
+//! `"type": "ruby"` applications: Unit's schema (`script`, `threads`, `hooks`), hosted by rein's adapter
+//! (`ruby/rein_adapter.rb`, Ruby's standard library and the `rack` gem), which serves the Rack app of a rackup
+//! file over FastCGI on the socket rein passes it.
+//!
+//! `script` and `hooks` are taken as Unit takes them: a relative path is relative to the app's
+//! `working_directory`, the directory the adapter runs in. Before a configuration with a new or changed Ruby app
+//! is accepted, rein runs the adapter with `--check` (Bundler, the hooks file, the rackup file loaded; no hook
+//! called), so that an app that cannot boot is refused with Ruby's own error.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::{Check, Kind, Launch, LaunchError, Launching, SupportFiles, adapter};
+use crate::config::walk::{integer, string};
+use crate::config::{ConfigError, JsonPath};
+use crate::fastcgi::Cgi;
+use crate::snapshot::{AppTransport, Targets};
+
+/// The adapter, written to the state directory when rein starts.
+pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
+    dir: "ruby",
+    file: "rein_adapter.rb",
+    source: include_str!("ruby/rein_adapter.rb"),
+};
+
+/// The keys of a Ruby application besides the common ones.
+pub const KEYS: &[&str] = &["script", "threads", "hooks"];
+
+/// The most `threads` an instance may run (Unit's bound for Python's and Ruby's).
+const MAX_THREADS: u64 = 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RubyApp {
+    /// The rackup file (`config.ru`).
+    pub(crate) script: PathBuf,
+    /// Threads running requests in each instance.
+    pub(crate) threads: usize,
+    /// A Ruby file of `on_worker_boot` / `on_worker_shutdown` / `on_thread_boot` / `on_thread_shutdown` blocks.
+    pub(crate) hooks: Option<PathBuf>,
+}
+
+impl RubyApp {
+    /// The interpreter: `ruby` from the app's `PATH`.
+    pub(crate) fn interpreter(&self) -> PathBuf {
+        PathBuf::from("ruby")
+    }
+
+    /// The adapter's command line, after the interpreter.
+    pub(crate) fn arguments(&self, adapter: &Path) -> Vec<String> {
+        let mut args = vec![
+            adapter.display().to_string(),
+            "--script".to_owned(),
+            self.script.display().to_string(),
+            "--threads".to_owned(),
+            self.threads.to_string(),
+        ];
+        if let Some(hooks) = &self.hooks {
+            args.extend(["--hooks".to_owned(), hooks.display().to_string()]);
+        }
+        args
+    }
+}
+
+pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, ConfigError> {
+    let script = map
+        .get("script")
+        .ok_or_else(|| path.error("needs a \"script\" (the rackup file, such as \"config.ru\")"))?;
+    let threads = match map.get("threads") {
+        None => 1,
+        Some(t) => match integer(t, &path.key("threads"), MAX_THREADS)? {
+            0 => return Err(path.key("threads").error("must be at least 1")),
+            n => n as usize,
+        },
+    };
+    Ok(RubyApp {
+        script: file(script, &path.key("script"))?,
+        threads,
+        hooks: map
+            .get("hooks")
+            .map(|h| file(h, &path.key("hooks")))
+            .transpose()?,
+    })
+}
+
+impl Kind for RubyApp {
+    /// FastCGI with the CGI variables; the app is mounted at the path its route passes it (no `prefix` option
+    /// in Unit's Ruby schema).
+    fn transport(&self) -> AppTransport {
+        AppTransport::Adapter {
+            mounts: Targets {
+                app: Some(String::new()),
+                named: Default::default(),
+            },
+            cgi: Cgi::Lean,
+        }
+    }
+
+    /// The adapter's `threads` run requests; rein queues the rest, where they can still go to another instance.
+    fn concurrency(&self) -> Option<u32> {
+        Some(self.threads as u32)
+    }
+
+    /// Each connection's thread reads a request exactly to its end (its empty STDIN) and holds a request
+    /// pipelined behind it until it is answered.
+    fn pipelining(&self) -> u32 {
+        1
+    }
+
+    fn program(&self) -> Option<PathBuf> {
+        Some(self.interpreter())
+    }
+
+    fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
+        Ok(Launch {
+            program: at.conf.executable.clone(),
+            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
+            environment: at.conf.environment.clone(),
+        })
+    }
+
+    fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
+        Some(files.adapter(&ADAPTER))
+    }
+
+    /// `ruby` runs, and the rackup file (with the hooks file and Bundler) loads.
+    fn check(&self, check: &Check<'_>) -> Result<(), ConfigError> {
+        check.executable(&check.conf.executable, "type")?;
+        adapter::check_loads(check, "script")
+    }
+}
+
+/// A file name: a non-empty string without NUL bytes (which no path can hold).
+fn file(v: &Value, path: &JsonPath) -> Result<PathBuf, ConfigError> {
+    match string(v, path)? {
+        "" => Err(path.error("must not be empty")),
+        s if s.contains('\0') => Err(path.error("must not contain a NUL byte")),
+        s => Ok(PathBuf::from(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn conf(v: Value) -> Result<RubyApp, ConfigError> {
+        compile(
+            v.as_object().expect("an object"),
+            &JsonPath::root().key("applications").key("rb"),
+        )
+    }
+
+    #[test]
+    fn defaults_and_arguments() {
+        let rb = conf(json!({"script": "config.ru"})).unwrap();
+        assert_eq!(rb.threads, 1);
+        assert_eq!(rb.hooks, None);
+        assert_eq!(rb.interpreter(), PathBuf::from("ruby"));
+        assert_eq!(
+            rb.arguments(Path::new("/state/run/ruby/rein_adapter.rb")),
+            [
+                "/state/run/ruby/rein_adapter.rb",
+                "--script",
+                "config.ru",
+                "--threads",
+                "1"
+            ]
+        );
+        let rb = conf(json!({"script": "/srv/app/config.ru", "threads": 4, "hooks": "hooks.rb"}))
+            .unwrap();
+        let args = rb.arguments(Path::new("/a.rb")).join(" ");
+        assert_eq!(
+            args,
+            "/a.rb --script /srv/app/config.ru --threads 4 --hooks hooks.rb"
+        );
+    }
+
+    #[test]
+    fn errors_name_their_path() {
+        let cases = [
+            (json!({}), "applications/rb"),
+            (json!({"script": 1}), "applications/rb/script"),
+            (json!({"script": ""}), "applications/rb/script"),
+            (json!({"script": "a\u{0}b"}), "applications/rb/script"),
+            (
+                json!({"script": "c.ru", "threads": 0}),
+                "applications/rb/threads",
+            ),
+            (
+                json!({"script": "c.ru", "threads": 1025}),
+                "applications/rb/threads",
+            ),
+            (
+                json!({"script": "c.ru", "threads": "2"}),
+                "applications/rb/threads",
+            ),
+            (
+                json!({"script": "c.ru", "hooks": ""}),
+                "applications/rb/hooks",
+            ),
+            (
+                json!({"script": "c.ru", "hooks": ["h.rb"]}),
+                "applications/rb/hooks",
+            ),
+        ];
+        for (v, at) in cases {
+            let err = conf(v.clone()).unwrap_err();
+            assert_eq!(err.path.as_str(), at, "{v}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_adapter_is_the_file_beside_this_module() {
+        assert!(ADAPTER.source.starts_with("#!/usr/bin/env ruby"));
+        assert!(ADAPTER.source.contains("on_thread_boot"));
+    }
+}
