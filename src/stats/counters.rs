@@ -198,16 +198,19 @@ pub(crate) enum RestartCause {
     RequestLimit,
     /// It was replaced on request (`/control/applications/NAME/instances/ID/restart`).
     Requested,
+    /// The kernel's OOM killer killed it, over its cgroup's `memory_max`.
+    OomKilled,
 }
 
 impl RestartCause {
-    pub(crate) const ALL: [RestartCause; 6] = [
+    pub(crate) const ALL: [RestartCause; 7] = [
         RestartCause::Exited,
         RestartCause::SpawnFailed,
         RestartCause::ReadyTimeout,
         RestartCause::MemoryLimit,
         RestartCause::RequestLimit,
         RestartCause::Requested,
+        RestartCause::OomKilled,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -218,6 +221,7 @@ impl RestartCause {
             RestartCause::MemoryLimit => "memory_limit",
             RestartCause::RequestLimit => "request_limit",
             RestartCause::Requested => "requested",
+            RestartCause::OomKilled => "oom_killed",
         }
     }
 }

@@ -96,6 +96,8 @@ pub struct AppConf {
     /// Unit's `stdout` and `stderr`: a file instead of the app's log in rein's log directory, or `/dev/null`.
     pub stdout: Option<Output>,
     pub stderr: Option<Output>,
+    /// Unit's `isolation`: namespaces, `rootfs`, a cgroup with limits (see [`super::isolation`]).
+    pub isolation: Option<super::isolation::Isolation>,
 }
 
 /// Keys every kind of application takes.
@@ -116,6 +118,7 @@ const KEYS: &[&str] = &[
     "reload",
     "stdout",
     "stderr",
+    "isolation",
 ];
 
 pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
@@ -167,6 +170,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
         drain_timeout: Duration::from_secs(30),
         stdout: None,
         stderr: None,
+        isolation: None,
     };
     for (key, value) in map {
         let p = path.key(key);
@@ -188,6 +192,7 @@ pub fn compile(v: &Value, path: &JsonPath) -> Result<AppConf, ConfigError> {
             "reload" => reload(value, &p, &mut conf)?,
             "stdout" => conf.stdout = Some(output(value, &p)?),
             "stderr" => conf.stderr = Some(output(value, &p)?),
+            "isolation" => conf.isolation = Some(super::isolation::compile(value, &p)?),
             "socket" => {
                 conf.socket = match string(value, &p)? {
                     "unix" => SocketKind::Unix,
@@ -314,7 +319,7 @@ fn processes(v: &Value, path: &JsonPath) -> Result<(usize, Option<Scale>), Confi
 }
 
 /// Bytes: a number, or a string with a `K`, `M` or `G` suffix (powers of 1024).
-fn bytes(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
+pub(super) fn bytes(v: &Value, path: &JsonPath) -> Result<u64, ConfigError> {
     if let Some(n) = v.as_u64() {
         return Ok(n);
     }

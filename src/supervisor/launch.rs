@@ -47,6 +47,7 @@ pub(super) fn spec(
         log_rotation: Default::default(),
         name: name.to_owned(),
         instance,
+        isolation: c.isolation.clone(),
         death_signal: c.kind.death_signal(),
     })
 }

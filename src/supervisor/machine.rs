@@ -266,8 +266,14 @@ impl Machine {
                 code,
                 signal,
                 stderr,
+                oom_killed,
             } => {
                 let why = match (code, signal) {
+                    (_, Some(s)) if oom_killed => {
+                        format!(
+                            "killed by signal {s}: out of memory (the kernel's OOM killer, over its cgroup's memory_max)"
+                        )
+                    }
                     (_, Some(s)) => format!("killed by signal {s}"),
                     (Some(c), None) => format!("exited with code {c}"),
                     (None, None) => "exited".to_string(),

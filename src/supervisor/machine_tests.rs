@@ -121,6 +121,7 @@ impl Rig {
             code: Some(1),
             signal: None,
             stderr: String::new(),
+            oom_killed: false,
         })
     }
 

@@ -8,6 +8,7 @@
 
 pub mod conf;
 mod executable;
+pub(crate) mod isolation;
 pub mod kind;
 mod launch;
 pub mod layout;
@@ -158,6 +159,7 @@ impl Supervisor {
             let at = JsonPath::root().key("applications").key(name);
             check_watched(conf, &at)?;
             self.check_support_files(conf, &at)?;
+            isolation::check_app(name, conf, &at)?;
             self.check_program(name, conf, &at)?;
         }
         Ok(())

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::conf::{AppConf, Scale};
+use super::isolation::InstanceCgroup;
 use super::kind::LaunchError;
 use super::launch::{server_addr, spec};
 use super::logs::{Notices, Tail};
@@ -211,6 +212,9 @@ impl Runner {
         };
         let cause = match event {
             Event::SpawnFailed { .. } => RestartCause::SpawnFailed,
+            Event::Exited {
+                oom_killed: true, ..
+            } => RestartCause::OomKilled,
             Event::Exited { id, .. }
                 if matches!(
                     state_of(*id),
@@ -391,6 +395,7 @@ impl Runner {
             spawned.stderr,
             spawned.stderr_tail,
             notices.clone(),
+            spawned.cgroup,
         );
         self.probe(id, addr.clone(), cancel.clone());
         let server = Arc::new(match (self.conf.kind.speaks_fastcgi(), channel) {
@@ -427,10 +432,12 @@ impl Runner {
         stderr_pump: JoinHandle<std::io::Result<u64>>,
         stderr_tail: Arc<Mutex<Tail>>,
         notices: Notices,
+        cgroup: Option<InstanceCgroup>,
     ) {
         let events = self.events.clone();
         let leader = child.id();
         let pids = self.paths.pids.clone();
+        let app = self.name.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
             // What the instance left behind (workers of a killed master, stray grandchildren) goes with it:
@@ -454,14 +461,28 @@ impl Runner {
                 }
                 Err(_) => (None, None),
             };
+            let oom_killed = cgroup.as_ref().is_some_and(InstanceCgroup::oom_killed);
+            // Usually empty by now (the group is killed and the leader reaped): removed before rein may exit.
+            let cgroup = cgroup.filter(|c| !c.remove());
             // After its last words (the pump above), so the log reads in order.
-            notices.write(&exit_notice(code, signal));
+            let mut notice = exit_notice(code, signal);
+            if oom_killed {
+                notice.push_str(
+                    ": out of memory (the kernel's OOM killer, over isolation.cgroup.memory_max)",
+                );
+                tracing::warn!(%app, instance = id, pid = leader, "instance killed by the kernel's OOM killer over its cgroup's memory_max");
+            }
+            notices.write(&notice);
             let _ = events.send(Event::Exited {
                 id,
                 code,
                 signal,
                 stderr,
+                oom_killed,
             });
+            if let Some(cgroup) = cgroup {
+                remove_cgroup(cgroup).await;
+            }
         });
     }
 
@@ -764,6 +785,17 @@ enum StartError {
     Spawn(std::io::Error),
     #[error("the process exited at once")]
     ExitedAtOnce,
+}
+
+/// Removes an exited instance's cgroup still held by a process that is leaving it.
+async fn remove_cgroup(cgroup: InstanceCgroup) {
+    for _ in 0..40 {
+        if cgroup.remove() {
+            return;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    tracing::warn!(cgroup = ?cgroup, "cannot remove an exited instance's cgroup: it still holds processes");
 }
 
 /// rein's line in the app's log when an instance has exited: how it ended.

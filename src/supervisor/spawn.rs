@@ -36,6 +36,7 @@ use nix::unistd::{Gid, Group, Pid, Uid, User};
 use socket2::{Domain, SockAddr, Socket, Type};
 use tokio::task::JoinHandle;
 
+use super::isolation::{self, HostIds, InstanceCgroup, Isolation};
 use super::logline::{Lines, Source};
 use super::logs::{self, LogFile, Rotation};
 
@@ -97,6 +98,9 @@ pub struct SpawnSpec {
     /// The signal the process gets if rein dies (`PR_SET_PDEATHSIG`): SIGKILL, or a signal that lets a
     /// master process take its own workers down (PHP-FPM's workers are not rein's children).
     pub death_signal: Signal,
+    /// Unit's `isolation`: the shim confines the instance before it executes the app
+    /// ([`super::isolation`]); the user switch and working directory are then the shim's to make.
+    pub isolation: Option<Isolation>,
 }
 
 /// Where one of a child's output streams goes.
@@ -189,6 +193,8 @@ pub struct Spawned {
     pub stderr_tail: Arc<Mutex<logs::Tail>>,
     /// rein's lines about the instance, into its stderr log (else its stdout log).
     pub notices: logs::Notices,
+    /// The instance's own cgroup (`isolation.cgroup`), to remove and to ask about an OOM kill once it exits.
+    pub cgroup: Option<InstanceCgroup>,
 }
 
 /// Resolved credentials for the child (resolved in the parent: lookups are not async-signal-safe).
@@ -257,10 +263,23 @@ pub fn spawn_with(
     let channel = channel.map(|c| dup_above(c, CHANNEL_FD + 1)).transpose()?;
     let channel_fd = channel.as_ref().map(|c| c.as_raw_fd());
 
+    let cgroup = match spec.isolation.as_ref().and_then(|i| i.cgroup.as_ref()) {
+        Some(cg) => Some(
+            InstanceCgroup::create(&spec.name, cg, spec.instance)
+                .map_err(|e| context(io::Error::other(format!("isolation.cgroup: {e}"))))?,
+        ),
+        None => None,
+    };
+    let isolate = match &spec.isolation {
+        Some(iso) => Some(isolation_plan(spec, iso, &creds, cgroup.as_ref()).map_err(context)?),
+        None => None,
+    };
     let mut cmd = tokio::process::Command::new("/proc/self/exe");
-    cmd.arg0("rein")
-        .arg("__exec")
-        .arg("--")
+    cmd.arg0("rein").arg("__exec");
+    if let Some(plan) = &isolate {
+        cmd.arg("--isolate").arg(plan);
+    }
+    cmd.arg("--")
         .arg(&spec.executable)
         .args(&spec.arguments)
         .env_clear()
@@ -282,8 +301,12 @@ pub fn spawn_with(
         .stderr(stdio(&err_log))
         .process_group(0)
         .kill_on_drop(false);
-    // chdir happens after the user switch, so the directory must be accessible to the app's user.
-    let cwd = working_directory(spec).map_err(context)?;
+    // chdir happens after the user switch, so the directory must be accessible to the app's user. An isolated
+    // instance's shim makes both itself, inside the namespaces.
+    let (creds, cwd) = match isolate {
+        Some(_) => (Credentials::none(), None),
+        None => (creds, working_directory(spec).map_err(context)?),
+    };
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before the fork.
     let parent = std::process::id() as libc::pid_t;
     let nofile = crate::fd_limit::inherited();
@@ -332,7 +355,46 @@ pub fn spawn_with(
         stderr,
         stderr_tail,
         notices,
+        cgroup,
     })
+}
+
+/// The shim's instructions for an isolated instance, as JSON for its command line.
+fn isolation_plan(
+    spec: &SpawnSpec,
+    iso: &Isolation,
+    creds: &Credentials,
+    cgroup: Option<&InstanceCgroup>,
+) -> io::Result<String> {
+    let host = creds.host_ids();
+    let support = spec
+        .node
+        .iter()
+        .flat_map(|(preload, modules)| {
+            [
+                preload.parent().map(Path::to_path_buf),
+                Some(modules.clone()),
+            ]
+        })
+        .flatten()
+        .collect();
+    let at = isolation::Instance {
+        app: &spec.name,
+        program: &spec.executable,
+        arguments: &spec.arguments,
+        support,
+        cwd: spec.working_directory.clone(),
+        cgroup_procs: cgroup.map(InstanceCgroup::procs).unwrap_or_default(),
+        death_signal: spec.death_signal as i32,
+    };
+    let plan = isolation::plan(iso, &host, &at)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("isolation: {e}")))?;
+    serde_json::to_string(&plan).map_err(io::Error::other)
+}
+
+/// The ids an app of `user` / `group` runs as on the host, for the isolation checks.
+pub(crate) fn host_ids(user: Option<&str>, group: Option<&str>) -> io::Result<HostIds> {
+    Ok(credentials(user, group)?.host_ids())
 }
 
 /// A command that runs `spec`'s program as its instances run — the same clean environment, user, group and
@@ -447,6 +509,28 @@ fn check(r: libc::c_int) -> io::Result<()> {
     }
 }
 
+impl Credentials {
+    fn none() -> Credentials {
+        Credentials {
+            uid: None,
+            gid: None,
+            groups: Vec::new(),
+            home: None,
+            name: None,
+        }
+    }
+
+    /// The ids the app has on the host: these, or rein's own when it does not switch.
+    fn host_ids(&self) -> HostIds {
+        HostIds {
+            uid: self.uid.unwrap_or_else(Uid::effective).as_raw(),
+            gid: self.gid.unwrap_or_else(Gid::effective).as_raw(),
+            groups: self.gid.map(|_| self.groups.clone()),
+            root: Uid::effective().is_root(),
+        }
+    }
+}
+
 fn credentials(user: Option<&str>, group: Option<&str>) -> io::Result<Credentials> {
     let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     let lookup_user = |name: &str| {
@@ -461,13 +545,7 @@ fn credentials(user: Option<&str>, group: Option<&str>) -> io::Result<Credential
     };
     let user = user.map(lookup_user).transpose()?;
     let group = group.map(lookup_group).transpose()?;
-    let none = Credentials {
-        uid: None,
-        gid: None,
-        groups: Vec::new(),
-        home: None,
-        name: None,
-    };
+    let none = Credentials::none();
     if !Uid::effective().is_root() {
         // Not root: the settings may only name what rein already is.
         if let Some(u) = &user
@@ -653,13 +731,28 @@ pub fn signal_group(pid: u32, sig: Signal) -> io::Result<()> {
 /// command line after `__exec`. Returns only on failure, after printing why to stderr: exit code 127.
 pub fn exec_shim(args: Vec<OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
+    let mut plan = None;
+    if args.peek().map(OsString::as_os_str) == Some(OsStr::new("--isolate")) {
+        args.next();
+        let parsed = args
+            .next()
+            .and_then(|p| serde_json::from_slice::<isolation::Plan>(p.as_bytes()).ok());
+        let Some(parsed) = parsed else {
+            eprintln!("rein __exec: --isolate needs the plan rein writes");
+            return ExitCode::from(127);
+        };
+        plan = Some(parsed);
+    }
     if args.peek().map(OsString::as_os_str) == Some(OsStr::new("--")) {
         args.next();
     }
     let Some(program) = args.next() else {
-        eprintln!("rein __exec: usage: rein __exec -- PROGRAM [ARGUMENTS...]");
+        eprintln!("rein __exec: usage: rein __exec [--isolate PLAN] -- PROGRAM [ARGUMENTS...]");
         return ExitCode::from(127);
     };
+    if let Some(plan) = plan {
+        return isolation::run_shim(&plan, program, args.collect());
+    }
     let err = std::process::Command::new(&program)
         .args(args)
         .env("LISTEN_PID", std::process::id().to_string())

@@ -31,6 +31,7 @@ fn spec(
         name: name.into(),
         instance: 1,
         death_signal: Signal::SIGKILL,
+        isolation: None,
     }
 }
 

@@ -16,6 +16,7 @@ mod history;
 mod hostile;
 mod http;
 mod http2;
+mod isolation;
 mod lifecycle;
 mod metrics;
 mod perl;

@@ -4,7 +4,7 @@
 //! Each snippet cites its page. Only paths (temp dirs), listener addresses (`*:80` → `127.0.0.1:0`) and
 //! addresses of servers the test starts are adapted; a `pass` to an application the test does not run is
 //! replaced by a `return` with the same routing, and said so. Snippets for features rein does not have (TLS,
-//! isolation, other languages, njs) must be refused with a 400 naming the key: see `docs/config.md`, "Unit
+//! other languages, njs) must be refused with a 400 naming the key: see `docs/config.md`, "Unit
 //! features rein does not have yet".
 //!
 //! Sources: UNIT = https://unit.nginx.org/configuration/ (nginx/unit-docs, source/configuration/index.rst);
@@ -1106,14 +1106,6 @@ fn unit_features_rein_does_not_have_are_refused_by_name() {
         "listeners/unix:@abstract_socket",
     );
     let app = |app: Value| json!({"applications": {"a": app}});
-    // UNIT#configuration-proc-mgmt-isolation.
-    refuses(
-        &rein,
-        "isolation",
-        app(json!({"type": "external", "executable": "/bin/true",
-        "isolation": {"namespaces": {"credential": true, "pid": true}}})),
-        "applications/a/isolation",
-    );
     // Other languages: UNIT#configuration-java, -wasm (Ruby: tests/it/ruby.rs; Perl: tests/it/perl.rs).
     refuses(
         &rein,

@@ -52,6 +52,8 @@ pub enum Event {
         signal: Option<i32>,
         /// The last lines it wrote to stderr (may be empty): named in the failure's reason.
         stderr: String,
+        /// The kernel's OOM killer struck in the instance's cgroup (`isolation.cgroup.memory_max`).
+        oom_killed: bool,
     },
     Drained {
         id: InstanceId,

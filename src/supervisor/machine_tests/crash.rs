@@ -195,6 +195,7 @@ fn the_last_exits_are_kept_as_stopped_or_errored_with_why() {
         code: None,
         signal: Some(15),
         stderr: "still loading".into(),
+        oom_killed: false,
     });
     let e = &rig.status().exited[0];
     assert_eq!(
@@ -228,6 +229,7 @@ fn the_last_exits_are_kept_as_stopped_or_errored_with_why() {
         code: Some(0),
         signal: None,
         stderr: String::new(),
+        oom_killed: false,
     });
     let last = rig.status().exited.last().cloned().unwrap();
     assert_eq!((last.id, last.state), (id, InstanceState::Stopped));

@@ -60,6 +60,7 @@ fn random_event(rng: &mut Rng, rig: &Rig) -> Event {
             code: Some(1),
             signal: None,
             stderr: String::new(),
+            oom_killed: false,
         },
         48..=50 => Event::SpawnFailed {
             id,

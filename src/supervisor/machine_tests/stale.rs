@@ -37,6 +37,7 @@ fn stale_and_unknown_events_are_ignored() {
             code: Some(0),
             signal: None,
             stderr: String::new(),
+            oom_killed: false,
         },
         Event::RespawnDue,
     ];

@@ -30,6 +30,7 @@ fn drain_timeout_stops_and_late_drained_is_ignored() {
             code: None,
             signal: Some(9),
             stderr: String::new(),
+            oom_killed: false,
         })
         .is_empty()
     );
