@@ -49,19 +49,21 @@ command -v cargo >/dev/null || { echo "scripts/test.sh: cargo not found; install
 # Unformatted or lint-failing code fails the run as a failing test does.
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# Go: the Go example's test (tests/it/examples.rs) builds examples/go, and Pebble below is built with it. The
+# official tarball's /usr/local/go/bin/go (the test looks there too), else Debian's golang-go.
+go=$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)
+if [ -z "$go" ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq golang-go
+    go=$(command -v go)
+fi
 # Pebble, Let's Encrypt's test CA, and its DNS server for the ACME tests (tests/it/tls/acme.rs), built with Go
-# into target/tools/ once; Debian's golang-go if no Go is installed. The version is the tests' (pebble.rs).
+# into target/tools/ once. The version is the tests' (pebble.rs).
 pebble_version=v2.10.1
 tools="$PWD/target/tools"
 if [ ! -x "$tools/pebble" ] || [ ! -x "$tools/pebble-challtestsrv" ]; then
-    go=$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)
-    if [ -z "$go" ]; then
-        sudo=""
-        [ "$(id -u)" = 0 ] || sudo="sudo"
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq golang-go
-        go=$(command -v go)
-    fi
     mkdir -p "$tools"
     GOBIN="$tools" "$go" install \
         "github.com/letsencrypt/pebble/v2/cmd/pebble@$pebble_version" \

@@ -11,6 +11,7 @@ mod bench_reload;
 mod cli;
 mod control;
 mod control_access;
+mod examples;
 mod exec_shim;
 mod history;
 mod hostile;

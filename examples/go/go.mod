@@ -1,0 +1,3 @@
+module example.com/hello-rein
+
+go 1.19
