@@ -4,13 +4,18 @@
 //! the adapter with `--check`: it loads the app and exits, and an app that does not load is refused with the
 //! interpreter's own error.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use serde_json::{Map, Value};
+
 use super::super::spawn::{self, SpawnSpec};
-use super::Check;
-use crate::config::ConfigError;
+use super::{Check, Launch, Launching};
+use crate::config::walk::integer;
+use crate::config::{ConfigError, JsonPath};
+use crate::fastcgi::Cgi;
+use crate::snapshot::{AppTransport, Targets};
 
 /// One of rein's adapters: its source, embedded in rein, and where it is written under the state directory's
 /// `run/` (a directory of its own, readable by the apps' users).
@@ -18,6 +23,45 @@ pub(crate) struct Adapter {
     pub dir: &'static str,
     pub file: &'static str,
     pub source: &'static str,
+}
+
+impl Adapter {
+    /// An instance of an app this adapter hosts: the interpreter (the app's program), the adapter given
+    /// `arguments(its path)`, the app's environment.
+    pub(crate) fn launch(
+        &self,
+        at: &Launching<'_>,
+        arguments: impl FnOnce(&Path) -> Vec<String>,
+    ) -> Launch {
+        Launch {
+            program: at.conf.executable.clone(),
+            arguments: arguments(&at.files.adapter(self)),
+            environment: at.conf.environment.clone(),
+        }
+    }
+}
+
+/// The transport of an app without Unit's `targets` or a `prefix`: the whole path is the app's
+/// (`SCRIPT_NAME` empty), the CGI variables its environment is built from.
+pub(crate) fn whole_path() -> AppTransport {
+    AppTransport::Adapter {
+        mounts: Targets {
+            app: Some(String::new()),
+            named: Default::default(),
+        },
+        cgi: Cgi::Lean,
+    }
+}
+
+/// Unit's `threads`: requests one instance runs at once, 1 (the default) to 1024.
+pub(crate) fn threads(map: &Map<String, Value>, path: &JsonPath) -> Result<usize, ConfigError> {
+    match map.get("threads") {
+        None => Ok(1),
+        Some(t) => match integer(t, &path.key("threads"), 1024)? {
+            0 => Err(path.key("threads").error("must be at least 1")),
+            n => Ok(n as usize),
+        },
+    }
 }
 
 /// Refuses the app unless its adapter loads it, started as its instances are; `key` is blamed otherwise. An app

@@ -13,8 +13,7 @@ use serde_json::{Map, Value};
 use super::{Check, Kind, Launch, LaunchError, Launching, SupportFiles, adapter};
 use crate::config::walk::{integer, string};
 use crate::config::{ConfigError, JsonPath};
-use crate::fastcgi::Cgi;
-use crate::snapshot::{AppTransport, Targets};
+use crate::snapshot::AppTransport;
 
 /// The adapter, written to the state directory when rein starts.
 pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
@@ -25,9 +24,6 @@ pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
 
 /// The keys of a Perl application besides the common ones.
 pub const KEYS: &[&str] = &["script", "threads", "thread_stack_size"];
-
-/// The most `threads` an instance may run (each is a Perl interpreter of its own, holding the app).
-const MAX_THREADS: u64 = 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerlApp {
@@ -65,13 +61,7 @@ const PIPELINING: u32 = 7;
 impl Kind for PerlApp {
     /// The CGI variables PSGI's environment holds; no `prefix`: `SCRIPT_NAME` is empty, as in Unit.
     fn transport(&self) -> AppTransport {
-        AppTransport::Adapter {
-            mounts: Targets {
-                app: Some(String::new()),
-                named: Default::default(),
-            },
-            cgi: Cgi::Lean,
-        }
+        adapter::whole_path()
     }
 
     fn concurrency(&self) -> Option<u32> {
@@ -94,11 +84,7 @@ impl Kind for PerlApp {
     }
 
     fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
-        Ok(Launch {
-            program: at.conf.executable.clone(),
-            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
-            environment: at.conf.environment.clone(),
-        })
+        Ok(ADAPTER.launch(at, |adapter| self.arguments(adapter)))
     }
 
     fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
@@ -120,13 +106,7 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PerlApp, Con
     if script.is_empty() || script.contains('\0') {
         return Err(path.key("script").error("must be the path of a .psgi file"));
     }
-    let threads = match map.get("threads") {
-        None => 1,
-        Some(t) => match integer(t, &path.key("threads"), MAX_THREADS)? {
-            0 => return Err(path.key("threads").error("must be at least 1")),
-            n => n as usize,
-        },
-    };
+    let threads = adapter::threads(map, path)?;
     let thread_stack_size = map
         .get("thread_stack_size")
         .map(|v| stack_size(v, &path.key("thread_stack_size")))

@@ -165,11 +165,7 @@ impl Kind for PythonApp {
     }
 
     fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
-        Ok(Launch {
-            program: at.conf.executable.clone(),
-            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
-            environment: at.conf.environment.clone(),
-        })
+        Ok(ADAPTER.launch(at, |adapter| self.arguments(adapter)))
     }
 
     fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
@@ -203,13 +199,7 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<PythonApp, C
             _ => return Err(path.key("protocol").error("must be \"wsgi\" or \"asgi\"")),
         },
     };
-    let threads = match map.get("threads") {
-        None => 1,
-        Some(t) => match integer(t, &path.key("threads"), 1024)? {
-            0 => return Err(path.key("threads").error("must be at least 1")),
-            n => n as usize,
-        },
-    };
+    let threads = adapter::threads(map, path)?;
     let thread_stack_size = map
         .get("thread_stack_size")
         .map(|v| stack_size(v, &path.key("thread_stack_size")))

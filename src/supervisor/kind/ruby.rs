@@ -12,10 +12,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{Check, Kind, Launch, LaunchError, Launching, SupportFiles, adapter};
-use crate::config::walk::{integer, string};
+use crate::config::walk::string;
 use crate::config::{ConfigError, JsonPath};
-use crate::fastcgi::Cgi;
-use crate::snapshot::{AppTransport, Targets};
+use crate::snapshot::AppTransport;
 
 /// The adapter, written to the state directory when rein starts.
 pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
@@ -26,9 +25,6 @@ pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
 
 /// The keys of a Ruby application besides the common ones.
 pub const KEYS: &[&str] = &["script", "threads", "hooks"];
-
-/// The most `threads` an instance may run (Unit's bound for Python's and Ruby's).
-const MAX_THREADS: u64 = 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RubyApp {
@@ -66,13 +62,7 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, Con
     let script = map
         .get("script")
         .ok_or_else(|| path.error("needs a \"script\" (the rackup file, such as \"config.ru\")"))?;
-    let threads = match map.get("threads") {
-        None => 1,
-        Some(t) => match integer(t, &path.key("threads"), MAX_THREADS)? {
-            0 => return Err(path.key("threads").error("must be at least 1")),
-            n => n as usize,
-        },
-    };
+    let threads = adapter::threads(map, path)?;
     Ok(RubyApp {
         script: file(script, &path.key("script"))?,
         threads,
@@ -87,13 +77,7 @@ impl Kind for RubyApp {
     /// FastCGI with the CGI variables; the app is mounted at the path its route passes it (no `prefix` option
     /// in Unit's Ruby schema).
     fn transport(&self) -> AppTransport {
-        AppTransport::Adapter {
-            mounts: Targets {
-                app: Some(String::new()),
-                named: Default::default(),
-            },
-            cgi: Cgi::Lean,
-        }
+        adapter::whole_path()
     }
 
     /// The adapter's `threads` run requests; rein queues the rest, where they can still go to another instance.
@@ -112,11 +96,7 @@ impl Kind for RubyApp {
     }
 
     fn launch(&self, at: &Launching<'_>) -> Result<Launch, LaunchError> {
-        Ok(Launch {
-            program: at.conf.executable.clone(),
-            arguments: self.arguments(&at.files.adapter(&ADAPTER)),
-            environment: at.conf.environment.clone(),
-        })
+        Ok(ADAPTER.launch(at, |adapter| self.arguments(adapter)))
     }
 
     fn support_file(&self, files: &SupportFiles) -> Option<PathBuf> {
