@@ -312,7 +312,6 @@ def _alone(ctx, out, tmp, appdir, case, label):
         if not got:
             return
         s = got[label]
-        s.name = label  # the resilience rows name the stack by its label
         row = {"conns": c, "duration": ctx.args.duration}
         try:
             r = _wrk(ctx, s, c, ctx.args.duration)

@@ -81,8 +81,10 @@ def _run(ctx, out, kind):
 def one_round(ctx, s, kind, rnd, d, at, tag=None):
     """One round of `kind` ("reload" or "crash") on stack `s`: the load for `d` seconds, the trigger at `at`; the
     round's row (an "error" key when it could not run). A stack offers instances(), capacity(victim), reload()
-    and url(); `tag` names the scenario in the log lines."""
-    r = {"stack": s.name, "round": rnd}
+    and url(), and is named by its `label` when it has one, else its `name`; `tag` names the scenario in the log
+    lines."""
+    name = getattr(s, "label", s.name)
+    r = {"stack": name, "round": rnd}
     p = None
     tag = tag or kind
     try:
@@ -114,12 +116,12 @@ def one_round(ctx, s, kind, rnd, d, at, tag=None):
         what = (f"reload {'ok' if trig['ok'] else 'FAILED'} in {trig['seconds']:.2f}s" if kind == "reload"
                 else f"capacity back in {trig['time_to_capacity_s']}s" if trig["ok"]
                 else f"capacity NOT back: {trig.get('reason')}")
-        log(f"  [{tag} round {rnd}] {s.name:10} failed {r['failed']:>5} "
+        log(f"  [{tag} round {rnd}] {name:10} failed {r['failed']:>5} "
             f"({_kinds(res['errors'])})  longest gap {r['longest_gap_ms']:.0f} ms  "
             f"p99 {r['p99_ms']:.1f} ms  {what}")
     except Exception as e:  # noqa: BLE001 - one stack's round failing must not stop the others
         r["error"] = f"{type(e).__name__}: {e}"
-        log(f"  [{tag} round {rnd}] {s.name}: error: {r['error']}")
+        log(f"  [{tag} round {rnd}] {name}: error: {r['error']}")
         if p is not None and p.poll() is None:  # the load of this round, if it is still running
             p.kill()
             p.wait()
