@@ -1,5 +1,6 @@
-"""The cells and lines the run-all report writers share (report, pyreport): a ratio, a time, a number, one
-stack's point of a summary, a chart's image line, the stacks a scenario skipped."""
+"""The cells and lines the run-all report writers share (report, pyreport, rpreport): a ratio, a time, a number,
+one stack's point of a summary, a chart's image line, the stacks a scenario skipped, the mark of a gap that was
+the drain."""
 
 from benchlib import fmt_ms
 
@@ -30,3 +31,13 @@ def skips(sc):
     out = [f"- *{x['stack']} skipped:* {x['reason']}" for x in sc.get("skipped", [])]
     out += [f"- *{x['stack']} failed to start:* {x['error'][:400]}" for x in sc.get("failed_stacks", [])]
     return [""] + out if out else []
+
+
+def drain(x):
+    """The mark of a reload or crash summary row whose longest gap, in some round, was the drain (DRAIN_NOTE)."""
+    return " †" if x.get("gap_in_drain_rounds") else ""
+
+
+DRAIN_NOTE = ("† in at least one round the longest gap began only when the load stopped starting requests: "
+              "requests stuck on the server until rein bench's 10 s timeout (counted as timeouts), so the gap "
+              "measures the drain, not an outage seen by new requests.")

@@ -1,6 +1,6 @@
 """Markdown for bench/run-all's results: the summary table printed on stdout, and the sections of
 docs/benchmarks.md, one block per scenario (or pair of scenarios) with its at-a-glance rows. The python scenario's
-section is in pyreport.
+section is in pyreport, the rackpsgi scenario's in rpreport.
 
 Everything here reads the results dict only, so `bench/run-all --render FILE.json ...` re-renders past runs, each
 section from the latest file that holds its scenarios.
@@ -9,8 +9,9 @@ section from the latest file that holds its scenarios.
 import benchlib
 from benchlib import fmt_mb
 
-from . import pyreport
-from .cells import chart as _chart, ms as _ms, num as _num, pt as _pt, ratio as _ratio, skips as _skips
+from . import pyreport, rpreport
+from .cells import DRAIN_NOTE, chart as _chart, drain as _drain, ms as _ms, num as _num, pt as _pt, \
+    ratio as _ratio, skips as _skips
 
 LABEL = {"rein": "rein", "rein-handoff": "rein, handoff", "pm2": "PM2 cluster", "nginx": "nginx → 2 node", "nginx-mf0": "nginx → 2 node, max_fails=0",
          "passenger": "Passenger + Apache"}
@@ -127,6 +128,7 @@ def summary_rows(result):
                 rows.append((f"PHP {page}", f"RPS at c={c}", "skipped (see below)", "nginx → FPM unix; tcp",
                              f"{_num(peers['unix'])}; {_num(peers['tcp'])}", "–"))
     rows += pyreport.summary_rows(result)
+    rows += rpreport.summary_rows(result)
     sc = _sc(result, "socket")
     if sc:
         c = result["args"]["vs_conns"][0]
@@ -140,15 +142,6 @@ def summary_rows(result):
 
 def _skipped(sc, stack):
     return any(x["stack"] == stack for x in sc.get("skipped", []) + sc.get("failed_stacks", []))
-
-
-def _drain(x):
-    return " †" if x.get("gap_in_drain_rounds") else ""
-
-
-DRAIN_NOTE = ("† in at least one round the longest gap began only when the load stopped starting requests: "
-              "requests stuck on the server until rein bench's 10 s timeout (counted as timeouts), so the gap "
-              "measures the drain, not an outage seen by new requests.")
 
 
 def summary_table(result):
@@ -617,5 +610,6 @@ SECTIONS = [
     ("run-all-memory", ("memory",), ("memory",), memory_section),
     ("run-all-php", ("php",), (), php_section),
     (pyreport.BLOCK, ("python",), ("python",), pyreport.doc_block),
+    (rpreport.BLOCK, (rpreport.SCENARIO,), (), rpreport.doc_block),
     ("run-all-socket", ("socket",), (), socket_section),
 ]

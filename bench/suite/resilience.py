@@ -74,50 +74,60 @@ def _run(ctx, out, kind):
         out["stacks"] = {s.name: s.describe() for s in stacks}
         for rnd in range(1, ctx.args.rounds + 1):
             for s in stacks:
-                r = {"stack": s.name, "round": rnd}
-                p = None
-                try:
-                    # Steady state before each round: at least 10.5 s since this stack's previous trigger (nginx
-                    # keeps an instance it saw fail out for fail_timeout, 10 s), and every instance up.
-                    last = getattr(s, "last_trigger_end", None)
-                    if last is not None and time.monotonic() < last + STEADY_AGE:
-                        time.sleep(last + STEADY_AGE - time.monotonic())
-                    benchlib.wait_until(f"{s.name}: full capacity before the round", lambda: s.capacity(None), 60.0)
-                    victim = age = None
-                    if kind == "crash":
-                        inst = sorted(s.instances(), key=lambda x: -x[1])
-                        victim, age = inst[0]
-                        if age < STEADY_AGE:
-                            time.sleep(STEADY_AGE - age)  # a deliberate steady state, not a wait for a server
-                            age = STEADY_AGE
-                    # The gap is the reload's or the crash's: measured among the windows still open at the
-                    # trigger, not the load's own start (100 new connections on a server; 16 ms in one round).
-                    p = benchlib.start_rein_bench_http(ctx.bins["rein"], s.url(), CONNS, d, gap_from=at)
-                    time.sleep(max(0.0, p.bench_t0 + at - time.monotonic()))  # the trigger's schedule
-                    t_trig = time.monotonic() - p.bench_t0
-                    trig = _trigger_reload(s) if kind == "reload" else _trigger_crash(s, victim, age)
-                    s.last_trigger_end = time.monotonic()
-                    res = benchlib.finish_rein_bench(p, timeout=d + 90)
-                    r.update(trigger_at_s=round(t_trig, 3), trigger=trig, load=res,
-                             failed=res["errors"]["total"], longest_gap_ms=res["longest_gap_us"] / 1000,
-                             rps=res["rps"], p50_ms=res["latency_us"]["p50"] / 1000,
-                             p99_ms=res["latency_us"]["p99"] / 1000, max_ms=res["latency_us"]["max"] / 1000)
-                    what = (f"reload {'ok' if trig['ok'] else 'FAILED'} in {trig['seconds']:.2f}s" if kind == "reload"
-                            else f"capacity back in {trig['time_to_capacity_s']}s" if trig["ok"]
-                            else f"capacity NOT back: {trig.get('reason')}")
-                    log(f"  [{kind} round {rnd}] {s.name:10} failed {r['failed']:>5} "
-                        f"({_kinds(res['errors'])})  longest gap {r['longest_gap_ms']:.0f} ms  "
-                        f"p99 {r['p99_ms']:.1f} ms  {what}")
-                except Exception as e:  # noqa: BLE001 - one stack's round failing must not stop the others
-                    r["error"] = f"{type(e).__name__}: {e}"
-                    log(f"  [{kind} round {rnd}] {s.name}: error: {r['error']}")
-                    if p is not None and p.poll() is None:  # the load of this round, if it is still running
-                        p.kill()
-                        p.wait()
-                    if p in benchlib.RUNNING:
-                        benchlib.RUNNING.remove(p)
-                runs.append(r)
+                runs.append(one_round(ctx, s, kind, rnd, d, at))
     out["summary"] = summarize(runs, kind, d)
+
+
+def one_round(ctx, s, kind, rnd, d, at, tag=None):
+    """One round of `kind` ("reload" or "crash") on stack `s`: the load for `d` seconds, the trigger at `at`; the
+    round's row (an "error" key when it could not run). A stack offers instances(), capacity(victim), reload()
+    and url(), and is named by its `label` when it has one, else its `name`; `tag` names the scenario in the log
+    lines."""
+    name = getattr(s, "label", s.name)
+    r = {"stack": name, "round": rnd}
+    p = None
+    tag = tag or kind
+    try:
+        # Steady state before each round: at least 10.5 s since this stack's previous trigger (nginx keeps an
+        # instance it saw fail out for fail_timeout, 10 s), and every instance up.
+        last = getattr(s, "last_trigger_end", None)
+        if last is not None and time.monotonic() < last + STEADY_AGE:
+            time.sleep(last + STEADY_AGE - time.monotonic())
+        benchlib.wait_until(f"{s.name}: full capacity before the round", lambda: s.capacity(None), 60.0)
+        victim = age = None
+        if kind == "crash":
+            inst = sorted(s.instances(), key=lambda x: -x[1])
+            victim, age = inst[0]
+            if age < STEADY_AGE:
+                time.sleep(STEADY_AGE - age)  # a deliberate steady state, not a wait for a server
+                age = STEADY_AGE
+        # The gap is the reload's or the crash's: measured among the windows still open at the trigger, not the
+        # load's own start (100 new connections on a server; 16 ms in one round).
+        p = benchlib.start_rein_bench_http(ctx.bins["rein"], s.url(), CONNS, d, gap_from=at)
+        time.sleep(max(0.0, p.bench_t0 + at - time.monotonic()))  # the trigger's schedule
+        t_trig = time.monotonic() - p.bench_t0
+        trig = _trigger_reload(s) if kind == "reload" else _trigger_crash(s, victim, age)
+        s.last_trigger_end = time.monotonic()
+        res = benchlib.finish_rein_bench(p, timeout=d + 90)
+        r.update(trigger_at_s=round(t_trig, 3), trigger=trig, load=res,
+                 failed=res["errors"]["total"], longest_gap_ms=res["longest_gap_us"] / 1000,
+                 rps=res["rps"], p50_ms=res["latency_us"]["p50"] / 1000,
+                 p99_ms=res["latency_us"]["p99"] / 1000, max_ms=res["latency_us"]["max"] / 1000)
+        what = (f"reload {'ok' if trig['ok'] else 'FAILED'} in {trig['seconds']:.2f}s" if kind == "reload"
+                else f"capacity back in {trig['time_to_capacity_s']}s" if trig["ok"]
+                else f"capacity NOT back: {trig.get('reason')}")
+        log(f"  [{tag} round {rnd}] {name:10} failed {r['failed']:>5} "
+            f"({_kinds(res['errors'])})  longest gap {r['longest_gap_ms']:.0f} ms  "
+            f"p99 {r['p99_ms']:.1f} ms  {what}")
+    except Exception as e:  # noqa: BLE001 - one stack's round failing must not stop the others
+        r["error"] = f"{type(e).__name__}: {e}"
+        log(f"  [{tag} round {rnd}] {name}: error: {r['error']}")
+        if p is not None and p.poll() is None:  # the load of this round, if it is still running
+            p.kill()
+            p.wait()
+        if p in benchlib.RUNNING:
+            benchlib.RUNNING.remove(p)
+    return r
 
 
 def _kinds(errors):

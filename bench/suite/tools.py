@@ -1,7 +1,9 @@
 """Installs the peers bench/run-all compares rein with, each from its own registry, and reports their versions:
 
 - Debian (apt-get): nginx, wrk, apache2-utils (ab), php8.2-fpm, nodejs, and libapache2-mod-passenger (tried;
-  when it cannot be installed or run, the reason is recorded and the Passenger stack is skipped);
+  when it cannot be installed or run, the reason is recorded and the Passenger stack is skipped); puma, starman
+  and ruby-rack, the Rack and PSGI servers of the rackpsgi scenario (each recorded as unavailable, with the
+  reason, when it cannot be installed; ruby-rack is what rein's own Rack adapter loads);
 - npm: pm2, into bench/.tools (a local prefix, never global);
 - PyPI: gunicorn, uvicorn[standard], granian and matplotlib, into the venv bench/.venv, made from one interpreter
   (Debian's /usr/bin/python3 by default): every Python stack, rein's apps included (through `home`), runs it.
@@ -27,6 +29,8 @@ APT = {  # binary -> Debian package
     "npm": "npm",  # only to install pm2 into bench/.tools
 }
 PASSENGER_PKG = "libapache2-mod-passenger"
+# The rackpsgi scenario's peers: peer name -> Debian package.
+RACK_PSGI = {"puma": "puma", "starman": "starman", "ruby-rack": "ruby-rack"}
 PIP = ["gunicorn", "uvicorn[standard]", "granian", "matplotlib"]
 PY_TOOLS = ("gunicorn", "uvicorn", "granian")
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -128,6 +132,7 @@ def ensure(bench_dir, install=True, python=None):
 
     # Passenger: Debian's Apache module, tried; the reason is kept when it cannot be had.
     peers["passenger"] = _passenger(bins, install, apt_state)
+    peers.update(_rack_psgi(bins, install, apt_state))
     return bins, peers
 
 
@@ -170,6 +175,35 @@ def _passenger(bins, install, apt_state):
     return {"available": True, "validate_install": (r.stdout + r.stderr).strip().splitlines()[-1:]}
 
 
+def _rack_psgi(bins, install, apt_state):
+    """{peer: {"available", "reason"}} for Puma, Starman and Rack, installed from Debian when missing; the ruby
+    and perl interpreters (their dependencies) go into `bins` for rein's own ruby and perl applications."""
+    missing = [pkg for pkg in RACK_PSGI.values() if not _dpkg_has(pkg)]
+    failed = None
+    if missing and install:
+        rc, out = _apt(missing, apt_state)
+        if rc != 0:
+            failed = f"apt-get install {' '.join(missing)} failed ({rc}): " + (
+                out.strip().splitlines()[-1] if out.strip() else "")
+    peers = {}
+    for name, pkg in RACK_PSGI.items():
+        path = _which(name) if name != "ruby-rack" else None
+        if _dpkg_has(pkg) and (path or name == "ruby-rack"):
+            peers[name] = {"available": True}
+            if path:
+                bins[name] = path
+        else:
+            peers[name] = {"available": False, "reason": failed or f"Debian package {pkg} not installed"
+                                                                   + (" (--no-install)" if not install else "")}
+    bins["ruby"], bins["perl"] = _which("ruby"), _which("perl")
+    return peers
+
+
+def _dpkg_has(pkg):
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", pkg], capture_output=True, text=True)
+    return r.returncode == 0 and r.stdout.endswith(" installed")
+
+
 def _out(cmd, env=None):
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
@@ -203,6 +237,19 @@ def versions(bins, repo):
     for tool in PY_TOOLS:
         if bins.get(tool):
             v[tool] = _out([bins[tool], "--version"]).splitlines()[0]
+    if bins.get("puma"):
+        v["puma"] = _out([bins["puma"], "--version"]).splitlines()[0].replace("puma version", "Puma")
+    if bins.get("starman"):
+        v["starman"] = _out([bins["starman"], "--version"]).splitlines()[0]
+    if bins.get("ruby"):
+        v["ruby"] = "Ruby " + _out([bins["ruby"], "-e", "print RUBY_VERSION"])
+        if _dpkg_has("ruby-rack"):
+            v["rack"] = "Rack " + _out([bins["ruby"], "-e", 'require "rack"; print Rack.release'])
+    if bins.get("perl"):
+        v["perl"] = "Perl " + _out([bins["perl"], "-e", "print $^V"])
+        plack = _out([bins["perl"], "-MPlack", "-e", "print $Plack::VERSION"])
+        if re.fullmatch(r"[\d.]+", plack):
+            v["plack"] = "Plack " + plack
     if bins.get("venv_python"):
         v["python"] = _out([bins["venv_python"], "--version"]) + f" ({bins.get('python_base')})"
         v["matplotlib"] = "matplotlib " + _out([bins["venv_python"], "-c",
