@@ -29,6 +29,59 @@ pub(crate) fn usage(pid: u32) -> Option<Usage> {
     parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// The usage of an application's instance whose process is `pid`: that process's, or, when it is rein's exec
+/// shim staying in front of an isolated app (a user or PID namespace: see `supervisor::isolation`), that of the
+/// processes below it that are not rein's (the app and what it started), summed, so that the instance's memory
+/// and its `memory_limit` are the app's. `None` once it is gone.
+pub(crate) fn instance_usage(pid: u32) -> Option<Usage> {
+    let own = usage(pid)?;
+    if !is_rein(pid) {
+        return Some(own);
+    }
+    let mut sum = Usage {
+        start_ticks: own.start_ticks,
+        ..Usage::default()
+    };
+    let mut below = children(pid);
+    while let Some(child) = below.pop() {
+        below.extend(children(child));
+        if is_rein(child) {
+            continue;
+        }
+        if let Some(u) = usage(child) {
+            sum.rss_bytes += u.rss_bytes;
+            sum.cpu_seconds += u.cpu_seconds;
+            sum.threads += u.threads;
+        }
+    }
+    Some(sum)
+}
+
+/// Whether process `pid` runs rein's own binary (the exec shim, or its init in a PID namespace).
+fn is_rein(pid: u32) -> bool {
+    static OWN: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    let own = OWN.get_or_init(|| std::fs::read_link("/proc/self/exe").ok());
+    own.as_ref().is_some_and(|own| {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| &exe == own)
+    })
+}
+
+/// The children of process `pid`, from each of its threads' `children` file.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// rein's own usage, descriptors and start time.
 pub(crate) fn own() -> OwnProcess {
     let usage = std::fs::read_to_string("/proc/self/stat")

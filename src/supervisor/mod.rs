@@ -459,7 +459,7 @@ fn view_status(view: &AppView) -> StatusOfApp {
         .iter()
         .map(|i| {
             let server = view.servers.get(&i.id);
-            let usage = i.pid.and_then(crate::stats::process::usage);
+            let usage = i.pid.and_then(crate::stats::process::instance_usage);
             InstanceStatus {
                 id: i.id,
                 pid: i.pid,
@@ -538,10 +538,7 @@ fn state_name(state: InstanceState) -> &'static str {
     }
 }
 
-/// Resident memory of a process, from `/proc`.
+/// Resident memory of an instance whose process is `pid` ([`crate::stats::process::instance_usage`]).
 pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    crate::stats::process::instance_usage(pid).map(|u| u.rss_bytes)
 }

@@ -3,6 +3,7 @@
 
 GET /      JSON: pid, uid, gid, hostname, the pids its /proc lists, NoNewPrivs, the entries of / and LISTEN_PID
 GET /alloc allocates memory 16 MiB at a time, touching every page, until it is killed
+GET /hold  allocates 64 MiB, touching every page, and keeps it
 """
 
 import json
@@ -19,6 +20,9 @@ def no_new_privs():
     return None
 
 
+HELD = []
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -26,6 +30,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
+        if self.path == "/hold":
+            HELD.append(bytearray(64 << 20))
         if self.path == "/alloc":
             hoard = []
             while True:

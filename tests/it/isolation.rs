@@ -58,6 +58,11 @@ fn pid_mount_and_uname_namespaces_show_the_app_only_itself_and_its_name() {
     let (_, status) = rein.api("GET", "/status", None);
     let pid = &status["applications"]["iso"]["instances"][0]["pid"];
     assert!(pid.as_u64().is_some_and(|p| p > 2), "{status}");
+    // The instance's memory is the app's, below the shim rein tracks: 64 MiB held show.
+    assert_eq!(get(addr, "/hold").status, 200);
+    let (_, status) = rein.api("GET", "/status/applications/iso", None);
+    let rss = status["instances"][0]["rss_bytes"].as_u64().unwrap_or(0);
+    assert!(rss > 64 << 20, "{status}");
 }
 
 #[test]
