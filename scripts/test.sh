@@ -14,11 +14,11 @@ command -v python3 >/dev/null || packages+=(python3)
 python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
 command -v node >/dev/null || packages+=(nodejs)
 compgen -G "/usr/sbin/php-fpm*" >/dev/null || packages+=(php-fpm)
-# Ruby with Rack for the `"type": "ruby"` apps (tests/apps/ruby), Sinatra for the one written with it.
+# Ruby with Rack for the `"type": "ruby"` apps (tests/apps/ruby), Sinatra for the one written with it and examples/rack.
 command -v ruby >/dev/null || packages+=(ruby)
 command -v ruby >/dev/null && ruby -e 'require "rack"' 2>/dev/null || packages+=(ruby-rack)
 command -v ruby >/dev/null && ruby -e 'require "sinatra/base"' 2>/dev/null || packages+=(ruby-sinatra)
-# Perl with ithreads (Debian's) runs the PSGI apps; Plack for the Plack::Builder app (tests/apps/perl).
+# Perl with ithreads (Debian's) runs the PSGI apps; Plack for the Plack::Builder apps (tests/apps/perl, examples/plack).
 command -v perl >/dev/null || packages+=(perl)
 perl -MPlack -e 1 2>/dev/null || packages+=(libplack-perl)
 # `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed);

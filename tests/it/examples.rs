@@ -1,7 +1,8 @@
 //! The example apps in `examples/` end to end: each made runnable as its README says, configured by its own
 //! `rein.json` through the control API, then reloaded and one of its instances killed with `kill -9` under
 //! keep-alive load, with no failed request. Each example is one entry of a table; one whose toolchain the
-//! machine lacks is skipped with a message. (`examples/run NAME` does the same by hand, Elixir included.)
+//! machine lacks is skipped with a message. (`examples/run NAME` does the same by hand, Elixir and Rails
+//! included.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -34,12 +35,40 @@ const GO: Example = Example {
     prepare: build_go,
 };
 
+const RACK: Example = Example {
+    dir: "rack",
+    app: "rack",
+    prepare: in_place,
+};
+
+const PLACK: Example = Example {
+    dir: "plack",
+    app: "plack",
+    prepare: in_place,
+};
+
 #[test]
 fn the_go_example_serves_reloads_and_survives_a_kill_with_no_failed_request() {
     run(&GO);
 }
 
+#[test]
+fn the_rack_example_serves_reloads_and_survives_a_kill_with_no_failed_request() {
+    run(&RACK);
+}
+
+#[test]
+fn the_plack_example_serves_reloads_and_survives_a_kill_with_no_failed_request() {
+    run(&PLACK);
+}
+
 // ----- how each example is made runnable ---------------------------------------------------------------
+
+/// An app rein runs from its sources (Ruby, Perl): its runtime is one scripts/test.sh installs, so it is
+/// never skipped; a missing gem or module refuses the configuration with the interpreter's own error.
+fn in_place(src: &Path, _out: &Path) -> Prepared {
+    Prepared::In(src.to_owned())
+}
 
 /// A Go toolchain: `go` in PATH, or where the official tarball and Debian's golang-go put it.
 fn go_toolchain() -> Option<PathBuf> {

@@ -1,0 +1,4 @@
+Rails.application.routes.draw do
+  root "hello#index"
+  get "health", to: "hello#health"
+end
