@@ -19,8 +19,8 @@
 # 2. The hooks file, if any, is evaluated in a module of its own: its `on_worker_boot`, `on_worker_shutdown`,
 #    `on_thread_boot` and `on_thread_shutdown` blocks are kept, and run as NGINX Unit runs them:
 #    on_worker_boot once, before the rackup file is loaded; on_thread_boot in each of the `--threads`
-#    threads that run requests, before its first; on_thread_shutdown in each as it stops, and
-#    on_worker_shutdown last, at a graceful stop. A failing on_worker_boot stops the instance.
+#    threads that run requests, before its first (with one thread: once, in the main thread, which runs
+#    them); on_thread_shutdown in each as it stops, and on_worker_shutdown last, at a graceful stop. A failing on_worker_boot stops the instance.
 # 3. The rackup file: `Rack::Builder.parse_file` (Rack 2 returns [app, options], Rack 3 the app).
 # `--check` does 1 to 3 without calling any hook, then exits 0, or 1 with the error on stderr (rein shows it
 # to whoever submitted the configuration).
@@ -30,16 +30,22 @@
 # * FastCGI 1.0, responder role, one request at a time per connection (no multiplexing). rein keeps
 #   connections alive (FCGI_KEEP_CONN); management records (FCGI_GET_VALUES, rein's readiness probe) are
 #   answered whenever they arrive.
-# * The main thread accepts. Each connection has a thread that reads its records: a request's params and
-#   its whole body (in memory up to BODY_IN_MEMORY bytes, else in an unlinked temporary file), so that
-#   rack.input is rewindable as Rack 2 requires and a slow upload holds no app thread. The request then
-#   goes to a queue served by --threads app threads (which run the hooks): they bound the requests running
-#   the app at once, and an idle keep-alive connection costs a blocked reader thread only. With the GVL,
-#   the reader threads cost little: they spend their time blocked in read(2), outside it.
-# * While the app runs, the connection's thread keeps reading: FCGI_ABORT_REQUEST (or rein closing the
-#   connection) marks the request aborted, and a streamed response stops at its next chunk. A request
-#   rein pipelines behind the one in progress waits for its end: each request is read exactly to its
-#   end (its empty STDIN).
+# * A request is read whole before the app is called: its params and its body (in memory up to
+#   BODY_IN_MEMORY bytes, else in an unlinked temporary file), so that rack.input is rewindable as Rack 2
+#   requires. Each request is read exactly to its end (its empty STDIN): a request rein pipelines behind
+#   the one in progress stays in the socket until that one is answered.
+# * --threads 1: the main thread serves every connection from one loop (ServeLoop), without a thread
+#   hand-off: it selects over the listener, a wake pipe (signals) and the connections; a connection whose
+#   buffer holds a whole record takes its turn: management records answered, a request read and run to
+#   its end inline, then the next connection with a record waiting. Between two chunks of a streamed
+#   response the connection is read without waiting: FCGI_ABORT_REQUEST (or rein closing the connection)
+#   makes the next write fail; management records are answered; a pipelined request is left for later.
+# * --threads N > 1: the main thread accepts. Each connection has a thread that reads its requests and
+#   queues them for N app threads (which run the hooks): they bound the requests running the app at once,
+#   a slow upload holds no app thread, and an idle keep-alive connection costs a blocked reader thread
+#   only (blocked in read(2), outside the GVL). While the app runs, the connection's thread keeps reading:
+#   FCGI_ABORT_REQUEST (or rein closing the connection) marks the request aborted, and a streamed response
+#   stops at its next chunk.
 # * The response goes out as STDOUT records holding a CGI head (`Status: 200 OK`, fields, blank line), then
 #   the body, an empty STDOUT record and END_REQUEST. The head is held back until the first body bytes;
 #   an Array body goes out with its end records in one write; each chunk of any other body's `each` goes
@@ -49,12 +55,13 @@
 #   sent, abort): a hint for rein not to present a cut body as complete.
 # * Header values holding "\n" become several fields of that name, as do Array values (Rack 3).
 # * After the response, the callables the app put in env["rack.after_reply"] run (no arguments), then
-#   those in env["rack.response_finished"] (env, status, headers, error), in the app thread, before it
-#   takes another request.
+#   those in env["rack.response_finished"] (env, status, headers, error), in the thread that ran the
+#   request, before it takes another.
 # * rack.hijack? is false: rein speaks FastCGI to the adapter and owns the client's connection.
 # * Shutdown (SIGTERM or SIGINT): stop accepting (closing only this process's copy of the listening socket,
 #   which rein and other instances share), close idle connections, let requests in flight finish for up
-#   to SHUTDOWN_GRACE seconds, run the thread and worker shutdown hooks, exit 0.
+#   to SHUTDOWN_GRACE seconds (with one thread, the request running finishes, then the loop ends; a
+#   watchdog thread exits the process if it takes longer), run the thread and worker shutdown hooks, exit 0.
 
 require "optparse"
 require "socket"
@@ -543,7 +550,8 @@ module ReinAdapter
       raise Aborted, "connection to rein lost: #{e.message}"
     end
 
-    # Between two chunks of a streamed response: marks the request aborted if rein said so.
+    # Between two chunks of a streamed response: marks the request aborted if rein said so. Nothing to do
+    # here: a ThreadedConnection's own thread keeps reading while the request runs.
     def poll(_request) = nil
 
     private
