@@ -73,6 +73,13 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, Con
     })
 }
 
+/// Requests queued behind the one in progress on each connection to an instance. The adapter reads each
+/// request exactly to its end; with one thread it serves its connections from one loop, as the Perl adapter
+/// does, and finds the next request in its socket when it finishes one (see [`crate::fastcgi::pipeline`]);
+/// with more, each connection's thread holds the next request until the one in progress is answered. A
+/// request never lines up behind one that has run for 10 ms.
+const PIPELINING: u32 = 7;
+
 impl Kind for RubyApp {
     /// FastCGI with the CGI variables; the app is mounted at the path its route passes it (no `prefix` option
     /// in Unit's Ruby schema).
@@ -85,10 +92,14 @@ impl Kind for RubyApp {
         Some(self.threads as u32)
     }
 
-    /// Each connection's thread reads a request exactly to its end (its empty STDIN) and holds a request
-    /// pipelined behind it until it is answered.
     fn pipelining(&self) -> u32 {
-        1
+        PIPELINING
+    }
+
+    /// One thread: the adapter serves every connection from one loop, and a connection of each of rein's
+    /// worker threads spares them waking each other (see the Python adapter's WSGI side).
+    fn fastcgi_per_worker(&self) -> bool {
+        self.threads == 1
     }
 
     fn program(&self) -> Option<PathBuf> {
@@ -189,6 +200,14 @@ mod tests {
             let err = conf(v.clone()).unwrap_err();
             assert_eq!(err.path.as_str(), at, "{v}: {err}");
         }
+    }
+
+    #[test]
+    fn one_thread_pipelines_on_a_connection_per_worker() {
+        let one = conf(json!({"script": "config.ru"})).unwrap();
+        assert_eq!((one.pipelining(), one.fastcgi_per_worker()), (7, true));
+        let four = conf(json!({"script": "config.ru", "threads": 4})).unwrap();
+        assert_eq!((four.pipelining(), four.fastcgi_per_worker()), (7, false));
     }
 
     #[test]

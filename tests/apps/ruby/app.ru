@@ -1,12 +1,12 @@
 # A Rack app for rein's tests of `"type": "ruby"`, checked by Rack::Lint on every request.
 #   /env          the environment as JSON (strings, booleans, numbers and rack.version; others by class)
 #   /echo         the request body back, with its length and whether rack.input rewinds
-#   /stream?n=N   N chunks from `each`, the last one after /release is requested (or 5 s)
+#   /stream?n=N&gate=F   N chunks from `each`, the last one once the file F exists (or after 5 s)
 #   /file         a body answering to_path (this file)
 #   /call         a Rack 3 streaming body (answers `call` only)
 #   /headers      a header value holding "\n" (two Set-Cookie fields) and an Array value
 #   /after_reply?path=P   writes "done" to P after the response is sent
-#   /sleep?ms=N   sleeps, then answers the pid, the thread and how many requests ran at once at most
+#   /sleep?ms=N   sleeps ("sleeping N ms" on stderr first), then answers the pid, the thread and how many requests ran at once at most
 #   /thread       what the hooks left in this thread and process
 #   /raise        an exception in the app
 #   /pid          the process id
@@ -16,13 +16,17 @@ require "uri" # Rack::Lint 2.2 checks SERVER_NAME with URI without loading it
 $running = 0
 $most = 0
 $lock = Mutex.new
-$release = Queue.new
 
 class StreamBody
-  def initialize(n) = @n = n
+  def initialize(n, gate)
+    @n = n
+    @gate = gate
+  end
+
   def each
     (@n - 1).times { |i| yield "chunk #{i}\n" }
-    Timeout.timeout(5) { $release.pop } rescue nil
+    deadline = Time.now + 5
+    sleep 0.01 until @gate.nil? || File.exist?(@gate) || Time.now > deadline
     yield "last\n"
   end
 end
@@ -49,7 +53,6 @@ def env_json(env)
   end
 end
 
-require "timeout"
 
 app = lambda do |env|
   case env["PATH_INFO"]
@@ -63,10 +66,7 @@ app = lambda do |env|
     [200, { "Content-Type" => "application/octet-stream", "X-Length" => body.bytesize.to_s,
             "X-Rewound" => (again == body).to_s, "X-Input" => env["test.input_class"] }, [body]]
   when "/stream"
-    [200, { "Content-Type" => "text/plain" }, StreamBody.new(query(env).fetch("n", "3").to_i)]
-  when "/release"
-    $release << true
-    [200, { "Content-Type" => "text/plain" }, ["released\n"]]
+    [200, { "Content-Type" => "text/plain" }, StreamBody.new(query(env).fetch("n", "3").to_i, query(env)["gate"])]
   when "/file"
     [200, { "Content-Type" => "text/plain" }, FileBody.new]
   when "/call"
@@ -79,7 +79,9 @@ app = lambda do |env|
     [200, { "Content-Type" => "text/plain" }, ["replied\n"]]
   when "/sleep"
     $lock.synchronize { $running += 1; $most = [$most, $running].max }
-    sleep(query(env).fetch("ms", "100").to_i / 1000.0)
+    ms = query(env).fetch("ms", "100").to_i
+    $stderr.puts "sleeping #{ms} ms"
+    sleep(ms / 1000.0)
     most = $lock.synchronize { $running -= 1; $most }
     json("pid" => Process.pid, "thread" => Thread.current.object_id, "most" => most)
   when "/thread"

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -24,8 +25,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from test_adapter import (  # noqa: E402
-    ABORT_REQUEST, CANT_MPX_CONN, END_REQUEST, EXEC_WITH_FD3, REQUEST_COMPLETE, STDIN, UNKNOWN_ROLE,
-    UNKNOWN_TYPE, FcgiClient, payload, record, upload_in_thread, wait_for,
+    ABORT_REQUEST, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, EXEC_WITH_FD3, KEEP_CONN, PARAMS, REQUEST_COMPLETE,
+    RESPONDER, STDIN, STDOUT, UNKNOWN_ROLE, UNKNOWN_TYPE, FcgiClient, encode_pairs, payload, record, upload_in_thread,
+    wait_for,
 )
 
 ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "kind", "ruby", "rein_adapter.rb")
@@ -106,6 +108,13 @@ class Adapter:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def bodiless(path, rid=1, query=""):
+    """A request without a body written whole, as rein writes it."""
+    params = encode_pairs(FcgiClient.params("GET", path, query=query))
+    return (record(BEGIN_REQUEST, rid, struct.pack(">HB5x", RESPONDER, KEEP_CONN)) + record(PARAMS, rid, params)
+            + record(PARAMS, rid) + record(STDIN, rid))
+
+
 def run_check(script, *args):
     proc = subprocess.run(["ruby", ADAPTER, "--script", os.path.join(HERE, script), "--check"] + list(args),
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
@@ -113,8 +122,12 @@ def run_check(script, *args):
 
 
 class RackTests(unittest.TestCase):
+    """FastCGI handling, the Rack environment and every kind of body: with one thread (one loop in the main
+    thread) and, in RackThreadsTests, several (a thread per connection, app threads)."""
+
     threads = 1
     family = "unix"
+    gates = 0
 
     @classmethod
     def setUpClass(cls):
@@ -128,6 +141,16 @@ class RackTests(unittest.TestCase):
     def get(self, path, **kw):
         with self.adapter.client() as client:
             return client.request(path, **kw)
+
+    def gate(self):
+        """A file that does not exist yet: /stream?gate=F sends its last chunk once it does."""
+        RackTests.gates += 1
+        return os.path.join(self.adapter.dir, "gate-%d" % RackTests.gates)
+
+    @staticmethod
+    def open_gate(path):
+        with open(path, "w"):
+            pass
 
     def test_env(self):
         env = self.get("/env", query="a=1&b=%20", headers=[("X-Thing", "yes"), ("Cookie", "c=1; d=2")],
@@ -204,23 +227,30 @@ class RackTests(unittest.TestCase):
             self.assertEqual(client.read_response().json()["CONTENT_LENGTH"], "8")
 
     def test_stream_goes_out_chunk_by_chunk(self):
+        gate = self.gate()
         with self.adapter.client() as client:
-            client.begin(client.params(path="/stream", query="n=3"))
+            client.begin(client.params(path="/stream", query="n=3&gate=" + gate))
             client.send(record(STDIN, 1))
             response = client.read_response(until=lambda r: b"chunk 1\n" in r.stdout)
             self.assertIn(b"Status: 200 OK\r\n", response.stdout)
-            self.assertEqual(self.get("/release").status, 200)
+            self.open_gate(gate)
             response = client.read_response(response=response)
         self.assertEqual(response.body, b"chunk 0\nchunk 1\nlast\n")
         self.assertEqual(response.app_status, 0)
 
     def test_abort_while_streaming(self):
+        gate = self.gate()
         with self.adapter.client() as client:
-            client.begin(client.params(path="/stream", query="n=3"))
+            client.begin(client.params(path="/stream", query="n=3&gate=" + gate))
             client.send(record(STDIN, 1))
             response = client.read_response(until=lambda r: b"chunk 1\n" in r.stdout)
             client.send(record(ABORT_REQUEST, 1))
-            self.get("/release")
+            if self.threads > 1:
+                # The connection's thread answers this once it has seen the abort (one thread: at the next
+                # chunk, after the gate).
+                client.send(record(99, 0))
+                self.assertEqual(client.read_record()[0], UNKNOWN_TYPE)
+            self.open_gate(gate)
             response = client.read_response(response=response)
             self.assertEqual(response.app_status, 1)
             self.assertNotIn(b"last", response.body)
@@ -248,16 +278,63 @@ class RackTests(unittest.TestCase):
         self.assertEqual(self.get("/pid").status, 200)
 
     def test_pipelined_request_waits_for_the_one_in_progress(self):
+        gate = self.gate()
         with self.adapter.client() as client:
-            client.begin(client.params(path="/stream", query="n=2"))
+            client.begin(client.params(path="/stream", query="n=2&gate=" + gate))
             client.send(record(STDIN, 1))
             first = client.read_response(until=lambda r: b"chunk 0\n" in r.stdout)
-            client.begin(client.params(path="/pid"), rid=2)
-            client.send(record(STDIN, 2))
-            self.get("/release")
+            client.send(bodiless("/pid", rid=2) + record(ABORT_REQUEST, 1))  # the abort is behind rid 2: unseen
+            self.open_gate(gate)
             first = client.read_response(response=first)
-            self.assertEqual(first.body, b"chunk 0\nlast\n")
+            self.assertEqual((first.body, first.app_status), (b"chunk 0\nlast\n", 0))
             self.assertEqual(client.read_response(rid=2).status, 200)
+            self.assertEqual(client.request("/pid").status, 200)
+
+    def test_pipelined_requests_are_answered_in_turn(self):
+        with self.adapter.client() as client:
+            client.send(bodiless("/stream", query="n=4") + bodiless("/pid", rid=2) + bodiless("/headers")
+                        + bodiless("/stream", rid=3, query="n=2"))
+            for rid, body in ((1, b"chunk 0\nchunk 1\nchunk 2\nlast\n"), (2, b"%d\n" % self.adapter.proc.pid),
+                              (1, b"ok\n"), (3, b"chunk 0\nlast\n")):
+                response = client.read_response(rid=rid)
+                self.assertEqual((response.status, response.body), (200, body))
+
+    def test_connections_take_turns(self):
+        clients = [self.adapter.client() for _ in range(3)]
+        try:
+            for client in clients:
+                client.send(b"".join(bodiless("/stream", rid=rid, query="n=2") for rid in (1, 2, 3)))
+            for client in clients:
+                for rid in (1, 2, 3):
+                    self.assertEqual(client.read_response(rid=rid).body, b"chunk 0\nlast\n")
+        finally:
+            for client in clients:
+                client.close()
+
+    def test_a_partial_record_holds_no_other_connection(self):
+        with self.adapter.client() as slow, self.adapter.client() as other:
+            request = bodiless("/pid")
+            slow.send(request[:5])
+            self.assertEqual(other.request("/pid").status, 200)
+            slow.send(request[5:])
+            self.assertEqual(slow.read_response().status, 200)
+
+    def test_management_record_while_a_request_streams(self):
+        """Answered between two chunks or after the response (one thread), or at once (several)."""
+        gate = self.gate()
+        with self.adapter.client() as client:
+            client.begin(client.params(path="/stream", query="n=3&gate=" + gate))
+            client.send(record(STDIN, 1))
+            client.read_response(until=lambda r: b"chunk 0\n" in r.stdout)
+            client.send(record(99, 0))
+            self.open_gate(gate)
+            records = []
+            while {END_REQUEST, UNKNOWN_TYPE} - {r[0] for r in records}:
+                records.append(client.read_record())
+            self.assertIn((UNKNOWN_TYPE, 0, bytes((99,)) + bytes(7)), records)
+            self.assertIn((END_REQUEST, 1, bytes(8)), records)
+            self.assertEqual(b"".join(r[2] for r in records if r[0] == STDOUT).split(b"\r\n\r\n")[-1],
+                             b"chunk 1\nlast\n")
 
     def test_a_second_request_on_a_busy_connection_is_refused(self):
         with self.adapter.client() as client:
@@ -271,6 +348,10 @@ class RackTests(unittest.TestCase):
 
 class RackTcpTests(RackTests):
     family = "tcp"
+
+
+class RackThreadsTests(RackTests):
+    threads = 3
 
 
 class ThreadsTests(unittest.TestCase):
@@ -310,20 +391,48 @@ class ThreadsTests(unittest.TestCase):
             return client.request(path).json()
 
 
+class OneThreadHooksTests(unittest.TestCase):
+    def test_thread_hooks_run_once_in_the_thread_that_serves(self):
+        adapter = Adapter("app.ru", "--threads", "1", "--hooks", os.path.join(HERE, "hooks.rb"))
+        try:
+            adapter.wait_ready()
+            with adapter.client() as client:
+                self.assertEqual(client.request("/thread").json(), {"pid": adapter.proc.pid, "thread_booted": True,
+                                                                    "worker_booted": True})
+            self.assertEqual(adapter.terminate(), 0)
+            events = adapter.hooks()
+            self.assertEqual([e[0] for e in events], ["worker_boot", "thread_boot", "thread_shutdown",
+                                                      "worker_shutdown"])
+            self.assertEqual(events[1][2], events[2][2])
+        finally:
+            adapter.cleanup()
+
+
 class ShutdownTests(unittest.TestCase):
     def test_sigterm_finishes_requests_in_flight(self):
-        adapter = Adapter("app.ru", "--threads", "2")
+        for threads in ("1", "2"):
+            with self.subTest(threads=threads):
+                self.sigterm_with_a_request_in_flight(threads)
+
+    def sigterm_with_a_request_in_flight(self, threads):
+        adapter = Adapter("app.ru", "--threads", threads)
         try:
             adapter.wait_ready()
             idle = adapter.client()
+            self.assertEqual(idle.request("/pid").status, 200)
             busy = adapter.client()
             busy.begin(busy.params(path="/sleep", query="ms=500"))
             busy.send(record(STDIN, 1))
-            time.sleep(0.1)  # let it start (the response is awaited below in any case)
+            adapter.wait_stderr("sleeping 500 ms")
             adapter.proc.send_signal(signal.SIGTERM)
             self.assertEqual(busy.read_response().status, 200)
-            self.assertIsNone(idle.read_record())
-            self.assertEqual(adapter.terminate(), 0)
+            self.assertIsNone(busy.read_record(), "the connection closes after the request in flight")
+            self.assertIsNone(idle.read_record(), "idle connection closed at shutdown")
+            self.assertEqual(adapter.proc.wait(15), 0)
+            with self.assertRaises(OSError):
+                FcgiClient(adapter.address, timeout=2).get_values()  # nobody accepts any more
+            idle.close()
+            busy.close()
         finally:
             adapter.cleanup()
 

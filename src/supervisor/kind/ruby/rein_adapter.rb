@@ -19,8 +19,8 @@
 # 2. The hooks file, if any, is evaluated in a module of its own: its `on_worker_boot`, `on_worker_shutdown`,
 #    `on_thread_boot` and `on_thread_shutdown` blocks are kept, and run as NGINX Unit runs them:
 #    on_worker_boot once, before the rackup file is loaded; on_thread_boot in each of the `--threads`
-#    threads that run requests, before its first; on_thread_shutdown in each as it stops, and
-#    on_worker_shutdown last, at a graceful stop. A failing on_worker_boot stops the instance.
+#    threads that run requests, before its first (with one thread: once, in the main thread, which runs
+#    them); on_thread_shutdown in each as it stops, and on_worker_shutdown last, at a graceful stop. A failing on_worker_boot stops the instance.
 # 3. The rackup file: `Rack::Builder.parse_file` (Rack 2 returns [app, options], Rack 3 the app).
 # `--check` does 1 to 3 without calling any hook, then exits 0, or 1 with the error on stderr (rein shows it
 # to whoever submitted the configuration).
@@ -30,16 +30,22 @@
 # * FastCGI 1.0, responder role, one request at a time per connection (no multiplexing). rein keeps
 #   connections alive (FCGI_KEEP_CONN); management records (FCGI_GET_VALUES, rein's readiness probe) are
 #   answered whenever they arrive.
-# * The main thread accepts. Each connection has a thread that reads its records: a request's params and
-#   its whole body (in memory up to BODY_IN_MEMORY bytes, else in an unlinked temporary file), so that
-#   rack.input is rewindable as Rack 2 requires and a slow upload holds no app thread. The request then
-#   goes to a queue served by --threads app threads (which run the hooks): they bound the requests running
-#   the app at once, and an idle keep-alive connection costs a blocked reader thread only. With the GVL,
-#   the reader threads cost little: they spend their time blocked in read(2), outside it.
-# * While the app runs, the connection's thread keeps reading: FCGI_ABORT_REQUEST (or rein closing the
-#   connection) marks the request aborted, and a streamed response stops at its next chunk. A request
-#   rein pipelines behind the one in progress waits for its end: each request is read exactly to its
-#   end (its empty STDIN).
+# * A request is read whole before the app is called: its params and its body (in memory up to
+#   BODY_IN_MEMORY bytes, else in an unlinked temporary file), so that rack.input is rewindable as Rack 2
+#   requires. Each request is read exactly to its end (its empty STDIN): a request rein pipelines behind
+#   the one in progress stays in the socket until that one is answered.
+# * --threads 1: the main thread serves every connection from one loop (ServeLoop), without a thread
+#   hand-off: it selects over the listener, a wake pipe (signals) and the connections; a connection whose
+#   buffer holds a whole record takes its turn: management records answered, a request read and run to
+#   its end inline, then the next connection with a record waiting. Between two chunks of a streamed
+#   response the connection is read without waiting: FCGI_ABORT_REQUEST (or rein closing the connection)
+#   makes the next write fail; management records are answered; a pipelined request is left for later.
+# * --threads N > 1: the main thread accepts. Each connection has a thread that reads its requests and
+#   queues them for N app threads (which run the hooks): they bound the requests running the app at once,
+#   a slow upload holds no app thread, and an idle keep-alive connection costs a blocked reader thread
+#   only (blocked in read(2), outside the GVL). While the app runs, the connection's thread keeps reading:
+#   FCGI_ABORT_REQUEST (or rein closing the connection) marks the request aborted, and a streamed response
+#   stops at its next chunk.
 # * The response goes out as STDOUT records holding a CGI head (`Status: 200 OK`, fields, blank line), then
 #   the body, an empty STDOUT record and END_REQUEST. The head is held back until the first body bytes;
 #   an Array body goes out with its end records in one write; each chunk of any other body's `each` goes
@@ -49,12 +55,13 @@
 #   sent, abort): a hint for rein not to present a cut body as complete.
 # * Header values holding "\n" become several fields of that name, as do Array values (Rack 3).
 # * After the response, the callables the app put in env["rack.after_reply"] run (no arguments), then
-#   those in env["rack.response_finished"] (env, status, headers, error), in the app thread, before it
-#   takes another request.
+#   those in env["rack.response_finished"] (env, status, headers, error), in the thread that ran the
+#   request, before it takes another.
 # * rack.hijack? is false: rein speaks FastCGI to the adapter and owns the client's connection.
 # * Shutdown (SIGTERM or SIGINT): stop accepting (closing only this process's copy of the listening socket,
 #   which rein and other instances share), close idle connections, let requests in flight finish for up
-#   to SHUTDOWN_GRACE seconds, run the thread and worker shutdown hooks, exit 0.
+#   to SHUTDOWN_GRACE seconds (with one thread, the request running finishes, then the loop ends; a
+#   watchdog thread exits the process if it takes longer), run the thread and worker shutdown hooks, exit 0.
 
 require "optparse"
 require "socket"
@@ -199,14 +206,41 @@ module ReinAdapter
       [type, rid, content]
     end
 
+    # Whether a whole record is buffered: read returns it without waiting.
+    def record_buffered?
+      avail = @buf.bytesize - @pos
+      return false if avail < 8
+
+      _, _, _, clen, plen = @buf.byteslice(@pos, 8).unpack(HEADER)
+      avail >= 8 + clen + plen
+    end
+
+    # The type of the buffered record (record_buffered? is true).
+    def peek_type = @buf.getbyte(@pos + 1)
+
+    # Adds what the socket holds now to the buffer, without waiting: false at the end of the stream.
+    def fill_now
+      data = @sock.read_nonblock(RECV_SIZE, exception: false)
+      return false if data.nil?
+      return true if data == :wait_readable
+
+      compact
+      @buf << data
+      true
+    end
+
     private
+
+    def compact
+      return unless @pos.positive?
+
+      @buf = @buf.byteslice(@pos, @buf.bytesize - @pos)
+      @pos = 0
+    end
 
     def fill(need, at_boundary:)
       while @buf.bytesize - @pos < need
-        if @pos.positive?
-          @buf = @buf.byteslice(@pos, @buf.bytesize - @pos)
-          @pos = 0
-        end
+        compact
         begin
           @buf << @sock.readpartial(RECV_SIZE)
         rescue EOFError
@@ -341,6 +375,7 @@ module ReinAdapter
 
     # The body's next bytes: sent with the head if it is still held back.
     def write_chunk(data)
+      @conn.poll(self)
       raise Aborted, "request aborted by rein" if @aborted
       return if data.empty?
 
@@ -495,18 +530,18 @@ module ReinAdapter
 
   # ------------------------------------------------------------------------- connections
 
-  # A connection from rein: its thread reads records and hands each request to the app threads.
+  # A connection from rein: its records, read into requests (params and whole body), and its writes. How the
+  # requests are served is its subclass's: ThreadedConnection or LoopConnection.
   class Connection
+    attr_reader :sock
+
     def initialize(server, sock)
       @server = server
       @sock = sock
       @reader = RecordReader.new(sock)
       @write_lock = Mutex.new
-      @current = nil # the request queued or running (guarded by server.lock)
-      @idle = ConditionVariable.new
+      @current = nil # the request in progress
     end
-
-    def busy? = !@current.nil?
 
     def send_data(data)
       @write_lock.synchronize { @sock.write(data) }
@@ -515,76 +550,25 @@ module ReinAdapter
       raise Aborted, "connection to rein lost: #{e.message}"
     end
 
-    # The connection's thread: records in, requests out, until rein closes it or the server stops.
-    def serve
-      while (rec = @reader.read)
-        type, rid, content = rec
-        if rid.zero?
-          send_data(ReinAdapter.management_reply(type, content, @server.values))
-        elsif type == BEGIN_REQUEST
-          wait_idle # pipelined behind the request in progress
-          break unless begin_request(rid, content)
-        elsif type == ABORT_REQUEST
-          @server.lock.synchronize { @current.aborted = true if @current&.rid == rid }
-        end # else the rest of an earlier request: dropped
-      end
-    rescue IOError, SystemCallError, ProtocolError => e
-      ReinAdapter.log("connection dropped: #{e.message}") unless @server.stopping || e.is_a?(Aborted)
-    ensure
-      @server.lock.synchronize { @current&.aborted = true }
-      wait_idle
-      close
-    end
-
-    # Called by the app thread once the request is answered: the next one may come; the connection closes
-    # now if the request asked for it or the server is stopping (its thread, blocked reading, sees the end).
-    def request_done(request)
-      @server.lock.synchronize do
-        @current = nil
-        @idle.broadcast
-        shutdown if !request.keep || @server.stopping
-      end
-    end
-
-    # Wakes the connection's thread (reading) with an end of stream; the server's lock is held.
-    def shutdown
-      @sock.shutdown(Socket::SHUT_RDWR)
-    rescue IOError, SystemCallError
-      nil
-    end
+    # Between two chunks of a streamed response: marks the request aborted if rein said so. Nothing to do
+    # here: a ThreadedConnection's own thread keeps reading while the request runs.
+    def poll(_request) = nil
 
     private
 
-    def wait_idle
-      @server.lock.synchronize { @idle.wait(@server.lock) while @current }
-    end
-
-    def close
-      @server.forget(self)
-      @sock.close
-    rescue IOError, SystemCallError
-      nil
-    end
-
-    # Reads a request's params and body, then queues it; false when the connection is to close.
-    def begin_request(rid, content)
+    # Reads a request's params and body into a Request; nil when it was answered already (a role other than
+    # responder, an abort while it came).
+    def read_request(rid, content)
       raise ProtocolError, "short FCGI_BEGIN_REQUEST record" if content.bytesize < 8
 
       role, flags = content.unpack("nC")
       if role != RESPONDER
         send_data(ReinAdapter.end_request(rid, APP_OK, UNKNOWN_ROLE))
-        return true
+        return nil
       end
-      params = read_params(rid) or return true
-      input = read_body(rid, params) or return true
-      request = Request.new(self, rid, flags.anybits?(KEEP_CONN), params, input)
-      @server.lock.synchronize do
-        return false if @server.stopping
-
-        @current = request
-      end
-      @server.jobs << request
-      true
+      params = read_params(rid) or return nil
+      input = read_body(rid, params) or return nil
+      Request.new(self, rid, flags.anybits?(KEEP_CONN), params, input)
     end
 
     def read_params(rid)
@@ -653,7 +637,214 @@ module ReinAdapter
     end
   end
 
+  # With --threads > 1: the connection's thread reads records and hands each request to the app threads.
+  class ThreadedConnection < Connection
+    def initialize(server, sock)
+      super
+      @idle = ConditionVariable.new # @current is guarded by server.lock
+    end
+
+    def busy? = !@current.nil?
+
+    # The connection's thread: records in, requests out, until rein closes it or the server stops.
+    def serve
+      while (rec = @reader.read)
+        type, rid, content = rec
+        if rid.zero?
+          send_data(ReinAdapter.management_reply(type, content, @server.values))
+        elsif type == BEGIN_REQUEST
+          wait_idle # pipelined behind the request in progress
+          break unless begin_request(rid, content)
+        elsif type == ABORT_REQUEST
+          @server.lock.synchronize { @current.aborted = true if @current&.rid == rid }
+        end # else the rest of an earlier request: dropped
+      end
+    rescue IOError, SystemCallError, ProtocolError => e
+      ReinAdapter.log("connection dropped: #{e.message}") unless @server.stopping || e.is_a?(Aborted)
+    ensure
+      @server.lock.synchronize { @current&.aborted = true }
+      wait_idle
+      close
+    end
+
+    # Called by the app thread once the request is answered: the next one may come; the connection closes
+    # now if the request asked for it or the server is stopping (its thread, blocked reading, sees the end).
+    def request_done(request)
+      @server.lock.synchronize do
+        @current = nil
+        @idle.broadcast
+        shutdown if !request.keep || @server.stopping
+      end
+    end
+
+    # Wakes the connection's thread (reading) with an end of stream; the server's lock is held.
+    def shutdown
+      @sock.shutdown(Socket::SHUT_RDWR)
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    private
+
+    def wait_idle
+      @server.lock.synchronize { @idle.wait(@server.lock) while @current }
+    end
+
+    def close
+      @server.forget(self)
+      @sock.close
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    # Reads a request, then queues it; false when the connection is to close.
+    def begin_request(rid, content)
+      request = read_request(rid, content) or return true
+      @server.lock.synchronize do
+        return false if @server.stopping
+
+        @current = request
+      end
+      @server.jobs << request
+      true
+    end
+  end
+
+  # With --threads 1: served by the main thread's loop (ServeLoop), its requests run inline, one at a time.
+  class LoopConnection < Connection
+    def initialize(server, sock)
+      super
+      @keep = true
+    end
+
+    def record_buffered? = @reader.record_buffered?
+
+    # Adds what the socket holds now to the connection's buffer: false when rein closed it.
+    def fill_now = @reader.fill_now
+
+    # Answers the management records the buffer holds, up to a request: that one is read to its end and
+    # served. Whether the connection stays open.
+    def step
+      while @reader.record_buffered?
+        type, rid, content = @reader.read
+        if rid.zero?
+          send_data(ReinAdapter.management_reply(type, content, @server.values))
+        elsif type == BEGIN_REQUEST
+          return false if @server.stopping
+
+          request = read_request(rid, content) or next
+          return run(request)
+        end # else the rest of an earlier request: dropped
+      end
+      true
+    rescue IOError, SystemCallError, ProtocolError => e
+      ReinAdapter.log("connection dropped: #{e.message}") unless @server.stopping || e.is_a?(Aborted)
+      false
+    end
+
+    # Reads the records that came while the request runs, without waiting, up to a pipelined request (left
+    # for after this one): an abort, or the end of the connection, marks the request aborted.
+    def poll(request)
+      request.aborted = true unless @reader.record_buffered? || @reader.fill_now
+      while !request.aborted && @reader.record_buffered? && @reader.peek_type != BEGIN_REQUEST
+        type, rid, content = @reader.read
+        if rid.zero?
+          send_data(ReinAdapter.management_reply(type, content, @server.values))
+        elsif rid == request.rid && type == ABORT_REQUEST
+          request.aborted = true
+        end
+      end
+    rescue IOError, SystemCallError, ProtocolError
+      request.aborted = true # the connection is gone, or broken: nobody reads the response
+    end
+
+    def request_done(request)
+      @current = nil
+      @keep = request.keep
+    end
+
+    def close
+      @sock.close
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    private
+
+    def run(request)
+      @current = request
+      request.run(@server)
+      @keep && !@server.stopping
+    rescue StandardError => e # not the app's errors (Request#run answers those): this adapter's
+      ReinAdapter.log("request failed: #{ReinAdapter.describe(e)}")
+      false
+    end
+  end
+
   # ------------------------------------------------------------------------- the server
+
+  # --threads 1: the main thread serves every connection from one loop. It selects over the listener, the
+  # wake pipe and the connections; a connection whose buffer holds a whole record takes its turn (Perl's and
+  # the Python adapter's WSGI design). rein pipelines requests and keeps a connection per worker thread of
+  # its own: the next request is often in the socket when one ends.
+  class ServeLoop
+    def initialize(server, listener, wake)
+      @server = server
+      @listener = listener
+      @wake = wake
+      @conns = {} # socket => LoopConnection
+      @ready = [] # connections with a whole record buffered, in turn
+    end
+
+    def run
+      until @server.stopping
+        @ready.empty? ? watch : take_turns
+      end
+    end
+
+    # At the end: the listener (only this process's descriptor) and the idle connections closed.
+    def close
+      @listener.close
+      @conns.each_value(&:close)
+      @conns.clear
+    end
+
+    private
+
+    def take_turns
+      round = @ready
+      @ready = []
+      round.each do |conn|
+        if !conn.step
+          drop(conn)
+        elsif conn.record_buffered?
+          @ready << conn
+        end
+      end
+    end
+
+    def watch
+      readable, = IO.select([@listener, @wake, *@conns.keys])
+      readable.each do |io|
+        if io.equal?(@wake)
+          @wake.read_nonblock(512, exception: false)
+        elsif io.equal?(@listener)
+          @server.accept { |sock| @conns[sock] = LoopConnection.new(@server, sock) }
+        elsif (conn = @conns[io])
+          if !conn.fill_now
+            drop(conn)
+          elsif conn.record_buffered?
+            @ready << conn
+          end
+        end
+      end
+    end
+
+    def drop(conn)
+      @conns.delete(conn.sock)
+      conn.close
+    end
+  end
 
   class Server
     attr_reader :app, :lock, :jobs, :values, :stopping
@@ -677,16 +868,16 @@ module ReinAdapter
       stop = false
       %w[TERM INT].each do |sig|
         trap(sig) do
+          if @threads == 1 && !stop
+            # The request in progress runs on this thread: the loop stops after it, or the watchdog does.
+            @stopping = true
+            Thread.new { watchdog }
+          end
           stop = true
           wake_w.write_nonblock("x", exception: false)
         end
       end
-      workers = Array.new(@threads) { Thread.new { work } }
-      until stop
-        ready, = IO.select([@listener, wake_r])
-        accept if ready.include?(@listener) && !stop
-      end
-      shutdown(workers)
+      @threads == 1 ? serve_loop(wake_r) : serve_threads(wake_r) { stop }
     end
 
     def env_for(params, input)
@@ -709,7 +900,56 @@ module ReinAdapter
       end
     end
 
+    # Accepts the connections waiting, yielding each socket.
+    def accept
+      loop do
+        sock, = @listener.accept_nonblock(exception: false)
+        return if sock == :wait_readable
+
+        sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1) if sock.local_address.ip?
+        yield sock
+      end
+    rescue IOError, SystemCallError => e # EMFILE and the like: let it breathe
+      ReinAdapter.log("accept failed: #{e.message}")
+      sleep 0.05
+    end
+
     private
+
+    # One thread: the hooks run once, in this thread (the one that serves), around the loop.
+    def serve_loop(wake)
+      @hooks.call_logged(:on_thread_boot)
+      serving = ServeLoop.new(self, @listener, wake)
+      begin
+        serving.run
+      ensure
+        serving.close
+        @hooks.call_logged(:on_thread_shutdown)
+      end
+      @hooks.call_logged(:on_worker_shutdown)
+      0
+    end
+
+    def watchdog
+      sleep SHUTDOWN_GRACE
+      ReinAdapter.log("a request still running after #{SHUTDOWN_GRACE.to_i} s; exiting anyway")
+      exit!(0)
+    end
+
+    def serve_threads(wake)
+      workers = Array.new(@threads) { Thread.new { work } }
+      until yield
+        ready, = IO.select([@listener, wake])
+        next unless ready.include?(@listener) && !yield
+
+        accept do |sock|
+          conn = ThreadedConnection.new(self, sock)
+          @lock.synchronize { @conns[conn] = true }
+          Thread.new { conn.serve }
+        end
+      end
+      shutdown(workers)
+    end
 
     def https?(params)
       params["HTTPS"]&.downcase == "on" || params["HTTPS"] == "1" || params["REQUEST_SCHEME"] == "https"
@@ -748,21 +988,6 @@ module ReinAdapter
       end
     ensure
       @hooks.call_logged(:on_thread_shutdown)
-    end
-
-    def accept
-      loop do
-        sock, = @listener.accept_nonblock(exception: false)
-        return if sock == :wait_readable
-
-        sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1) if sock.local_address.ip?
-        conn = Connection.new(self, sock)
-        @lock.synchronize { @conns[conn] = true }
-        Thread.new { conn.serve }
-      end
-    rescue IOError, SystemCallError => e # EMFILE and the like: let it breathe
-      ReinAdapter.log("accept failed: #{e.message}")
-      sleep 0.05
     end
 
     def shutdown(workers)
