@@ -128,6 +128,22 @@ fn a_rack_app_gets_its_environment_and_bodies_both_ways() {
 
 /// Each chunk of a streamed body reaches the client as the app yields it, on a GET too: rein holds the start
 /// of an answer to a request it could send again only until the answer pauses.
+/// A `prefix`: the path the app is mounted at is its `SCRIPT_NAME`, the rest its `PATH_INFO`, as Rack's URL
+/// builders expect of an app under a path.
+#[test]
+fn a_prefix_is_the_apps_script_name() {
+    let rein = Rein::start();
+    let addr = serve_app(&rein, ruby_app("app.ru", json!({"prefix": "/shop/"})));
+    let env = json_of(&get(addr, "/shop/env"));
+    assert_eq!(
+        (&env["SCRIPT_NAME"], &env["PATH_INFO"]),
+        (&json!("/shop"), &json!("/env"))
+    );
+    let (code, body) = rein.api("PUT", "/config/applications/rb/prefix", Some("\"shop\""));
+    assert_eq!(code, 400, "{body}");
+    assert!(body["detail"].to_string().contains("prefix"), "{body}");
+}
+
 #[test]
 fn a_streamed_body_goes_out_as_it_comes() {
     let rein = Rein::start();

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::super::spawn::{self, SpawnSpec};
 use super::{Check, Launch, Launching};
-use crate::config::walk::integer;
+use crate::config::walk::{integer, string};
 use crate::config::{ConfigError, JsonPath};
 use crate::fastcgi::Cgi;
 use crate::snapshot::{AppTransport, Targets};
@@ -41,16 +41,29 @@ impl Adapter {
     }
 }
 
-/// The transport of an app without Unit's `targets` or a `prefix`: the whole path is the app's
-/// (`SCRIPT_NAME` empty), the CGI variables its environment is built from.
-pub(crate) fn whole_path() -> AppTransport {
+/// The transport of an app without Unit's `targets`, mounted at `prefix` (`SCRIPT_NAME` when the path is
+/// under it; empty: the whole path is the app's), with the CGI variables its environment is built from.
+pub(crate) fn mounted(prefix: &str) -> AppTransport {
     AppTransport::Adapter {
         mounts: Targets {
-            app: Some(String::new()),
+            app: Some(prefix.to_owned()),
             named: Default::default(),
         },
         cgi: Cgi::Lean,
     }
+}
+
+/// A `prefix` option: the path the app is mounted at, starting with `/`, without a trailing one (empty when
+/// the option is absent).
+pub(crate) fn prefix(map: &Map<String, Value>, path: &JsonPath) -> Result<String, ConfigError> {
+    let prefix = match map.get("prefix") {
+        None => "",
+        Some(p) => string(p, &path.key("prefix"))?.trim_end_matches('/'),
+    };
+    if !prefix.is_empty() && !prefix.starts_with('/') {
+        return Err(path.key("prefix").error("must start with \"/\""));
+    }
+    Ok(prefix.to_owned())
 }
 
 /// Unit's `threads`: requests one instance runs at once, 1 (the default) to 1024.

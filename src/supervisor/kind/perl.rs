@@ -61,7 +61,7 @@ const PIPELINING: u32 = 7;
 impl Kind for PerlApp {
     /// The CGI variables PSGI's environment holds; no `prefix`: `SCRIPT_NAME` is empty, as in Unit.
     fn transport(&self) -> AppTransport {
-        adapter::whole_path()
+        adapter::mounted("")
     }
 
     fn concurrency(&self) -> Option<u32> {

@@ -253,17 +253,11 @@ fn callable(map: &Map<String, Value>, path: &JsonPath) -> Result<Callable, Confi
     if !is_identifier(callable) {
         return Err(path.key("callable").error("must be a Python identifier"));
     }
-    let prefix = match map.get("prefix") {
-        None => "",
-        Some(p) => string(p, &path.key("prefix"))?.trim_end_matches('/'),
-    };
-    if !prefix.is_empty() && !prefix.starts_with('/') {
-        return Err(path.key("prefix").error("must start with \"/\""));
-    }
+    let prefix = adapter::prefix(map, path)?;
     Ok(Callable {
         module: module.to_owned(),
         callable: callable.to_owned(),
-        prefix: prefix.to_owned(),
+        prefix,
     })
 }
 

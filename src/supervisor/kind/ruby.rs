@@ -24,7 +24,7 @@ pub(crate) const ADAPTER: adapter::Adapter = adapter::Adapter {
 };
 
 /// The keys of a Ruby application besides the common ones.
-pub const KEYS: &[&str] = &["script", "threads", "hooks"];
+pub const KEYS: &[&str] = &["script", "threads", "hooks", "prefix"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RubyApp {
@@ -34,6 +34,8 @@ pub struct RubyApp {
     pub(crate) threads: usize,
     /// A Ruby file of `on_worker_boot` / `on_worker_shutdown` / `on_thread_boot` / `on_thread_shutdown` blocks.
     pub(crate) hooks: Option<PathBuf>,
+    /// rein's `prefix`, as Python apps have it: the path the app is mounted at (`SCRIPT_NAME`).
+    pub(crate) prefix: String,
 }
 
 impl RubyApp {
@@ -70,6 +72,7 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, Con
             .get("hooks")
             .map(|h| file(h, &path.key("hooks")))
             .transpose()?,
+        prefix: adapter::prefix(map, path)?,
     })
 }
 
@@ -81,10 +84,10 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, Con
 const PIPELINING: u32 = 7;
 
 impl Kind for RubyApp {
-    /// FastCGI with the CGI variables; the app is mounted at the path its route passes it (no `prefix` option
-    /// in Unit's Ruby schema).
+    /// FastCGI with the CGI variables; the app is mounted at its `prefix` (`SCRIPT_NAME`), else at the path its
+    /// route passes it (Unit's Ruby schema has no `prefix`).
     fn transport(&self) -> AppTransport {
-        adapter::whole_path()
+        adapter::mounted(&self.prefix)
     }
 
     /// The adapter's `threads` run requests; rein queues the rest, where they can still go to another instance.
