@@ -8,7 +8,6 @@ FastCGI with the client of the Python adapter's suite (tests/apps/python/test_ad
     SHOW_ADAPTER_STDERR=1 python3 tests/apps/perl/test_adapter.py    # prints each adapter's stderr
 """
 
-import fcntl
 import hashlib
 import importlib.util
 import os
@@ -17,8 +16,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -35,70 +32,29 @@ def python_suite():
     return module
 
 
-_NAMES = """ABORT_REQUEST AUTHORIZER BEGIN_REQUEST CANT_MPX_CONN END_REQUEST EXEC_WITH_FD3 KEEP_CONN PARAMS
-    REQUEST_COMPLETE RESPONDER STDIN UNKNOWN_ROLE UNKNOWN_TYPE FcgiClient encode_pairs payload record
-    upload_in_thread wait_for""".split()
-(ABORT_REQUEST, AUTHORIZER, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, EXEC_WITH_FD3, KEEP_CONN, PARAMS,
- REQUEST_COMPLETE, RESPONDER, STDIN, UNKNOWN_ROLE, UNKNOWN_TYPE, FcgiClient, encode_pairs, payload, record,
- upload_in_thread, wait_for) = (lambda suite: [getattr(suite, name) for name in _NAMES])(python_suite())
+_NAMES = """ABORT_REQUEST AUTHORIZER BEGIN_REQUEST CANT_MPX_CONN END_REQUEST KEEP_CONN PARAMS
+    REQUEST_COMPLETE RESPONDER STDIN UNKNOWN_ROLE UNKNOWN_TYPE AdapterProcess FcgiClient encode_pairs payload
+    record upload_in_thread wait_for""".split()
+(ABORT_REQUEST, AUTHORIZER, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, KEEP_CONN, PARAMS,
+ REQUEST_COMPLETE, RESPONDER, STDIN, UNKNOWN_ROLE, UNKNOWN_TYPE, AdapterProcess, FcgiClient, encode_pairs, payload,
+ record, upload_in_thread, wait_for) = (lambda suite: [getattr(suite, name) for name in _NAMES])(python_suite())
 
 ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "kind", "perl", "rein_adapter.pl")
 
 
-class Adapter:
+class Adapter(AdapterProcess):
     """The adapter as rein runs it: `perl rein_adapter.pl --script FILE ...` with a listening socket as fd 3."""
 
+    tag = "pl"
+    stdout_apart = False
+
     def __init__(self, script="app.psgi", *args, family="unix", env=None):
-        self.dir = tempfile.mkdtemp(prefix="rein-pl-")
-        if family == "unix":
-            self.address = os.path.join(self.dir, "app.sock")
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(self.address)
-        else:
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind(("127.0.0.1", 0))
-            self.address = listener.getsockname()
-        listener.listen(128)
-        fd = fcntl.fcntl(listener.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)  # never 3 itself
-        self.stderr_path = os.path.join(self.dir, "stderr.log")
+        cmd = [shutil.which("perl"), ADAPTER, "--script", os.path.join(HERE, script)] + list(args)
+        super().__init__(cmd, family=family, env=env)
+
+    def environment(self):
         self.conc_file = os.path.join(self.dir, "conc")
-        cmd = [sys.executable, "-c", EXEC_WITH_FD3, str(fd), shutil.which("perl"), ADAPTER,
-               "--script", os.path.join(HERE, script)] + list(args)
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(fd,),
-                                         env=dict(os.environ, LISTEN_FDS="1", CONC_FILE=self.conc_file,
-                                                  **(env or {})), cwd=self.dir)
-        os.close(fd)
-        listener.close()  # the adapter has its own copy, as with rein
-
-    def wait_ready(self, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with FcgiClient(self.address, timeout=timeout) as client:
-                    return client.get_values()
-            except (OSError, AssertionError):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("adapter not ready; stderr:\n" + self.stderr())
-                time.sleep(0.01)
-
-    def client(self):
-        return FcgiClient(self.address)
-
-    def stderr(self):
-        with open(self.stderr_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def wait_stderr(self, text, timeout=10.0):
-        return wait_for(lambda: text in self.stderr(), timeout, "%r in the adapter's stderr" % text)
-
-    def cleanup(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if os.environ.get("SHOW_ADAPTER_STDERR"):
-            sys.stderr.write("\n--- adapter stderr (%s)\n%s---\n" % (" ".join(self.proc.args[5:]), self.stderr()))
-        shutil.rmtree(self.dir, ignore_errors=True)
+        return {"CONC_FILE": self.conc_file}
 
 
 def run_check(script, *args):

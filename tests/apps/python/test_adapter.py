@@ -227,11 +227,16 @@ os.execv(sys.argv[2], sys.argv[2:])
 """
 
 
-class Adapter:
-    """The adapter as rein runs it: a listening socket as fd 3, LISTEN_FDS=1, LISTEN_PID=its pid."""
+class AdapterProcess:
+    """An adapter as rein runs it: a listening socket as fd 3, LISTEN_FDS=1, LISTEN_PID=its pid, in a temp dir of
+    its own. `command` is its program and arguments; `environment()` what it adds to the environment (called once
+    the dir exists). The Ruby and Perl adapters' suites run theirs through it too."""
 
-    def __init__(self, module, *args, family="unix", env=None):
-        self.dir = tempfile.mkdtemp(prefix="rein-py-")
+    tag = "adapter"
+    stdout_apart = True  # its stdout in stdout.log; else with stderr in stderr.log
+
+    def __init__(self, command, family="unix", env=None):
+        self.dir = tempfile.mkdtemp(prefix="rein-%s-" % self.tag)
         if family == "unix":
             self.address = os.path.join(self.dir, "app.sock")
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -243,18 +248,19 @@ class Adapter:
         listener.listen(128)
         fd = fcntl.fcntl(listener.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)  # never 3 itself
         self.stderr_path = os.path.join(self.dir, "stderr.log")
-        self.stdout_path = os.path.join(self.dir, "stdout.log")
-        cmd = [sys.executable, "-c", EXEC_WITH_FD3, str(fd), sys.executable, ADAPTER, "--module", module,
-               "--path", HERE] + list(args)
-        if module == "-":  # --bench's floor
-            cmd = [sys.executable, "-c", EXEC_WITH_FD3, str(fd), sys.executable, "-c", CANNED_RESPONDER]
-        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
+        self.stdout_path = os.path.join(self.dir, "stdout.log") if self.stdout_apart else self.stderr_path
+        cmd = [sys.executable, "-c", EXEC_WITH_FD3, str(fd)] + list(command)
+        environ = dict(os.environ, LISTEN_FDS="1", **self.environment(), **(env or {}))
+        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(fd,),
-                                         env=dict(os.environ, LISTEN_FDS="1", **(env or {})), cwd=self.dir)
+                                         env=environ, cwd=self.dir)
         os.close(fd)
         listener.close()  # the adapter has its own copy, as with rein
 
-    def wait_ready(self, timeout=10.0):
+    def environment(self):
+        return {}
+
+    def wait_ready(self, timeout=20.0):
         """rein's readiness probe: GET_VALUES answered on a fresh connection."""
         deadline = time.monotonic() + timeout
         while True:
@@ -294,6 +300,21 @@ class Adapter:
         if os.environ.get("SHOW_ADAPTER_STDERR"):
             sys.stderr.write("\n--- adapter stderr (%s)\n%s---\n" % (" ".join(self.proc.args[4:]), self.stderr()))
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Adapter(AdapterProcess):
+    """rein's Python adapter serving `module` (`-`: a canned responder, --bench's floor)."""
+
+    tag = "py"
+
+    def __init__(self, module, *args, family="unix", env=None):
+        cmd = [sys.executable, ADAPTER, "--module", module, "--path", HERE] + list(args)
+        if module == "-":
+            cmd = [sys.executable, "-c", CANNED_RESPONDER]
+        super().__init__(cmd, family=family, env=env)
+
+    def wait_ready(self, timeout=10.0):
+        return super().wait_ready(timeout)
 
 
 def run_check(module, *args):

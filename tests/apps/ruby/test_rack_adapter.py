@@ -8,7 +8,6 @@ directory; the FastCGI client and helpers are the Python adapter's suite's (test
     SHOW_ADAPTER_STDERR=1 python3 tests/apps/ruby/test_rack_adapter.py    # prints each adapter's stderr
 """
 
-import fcntl
 import json
 import os
 import shutil
@@ -25,59 +24,28 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from test_adapter import (  # noqa: E402
-    ABORT_REQUEST, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, EXEC_WITH_FD3, KEEP_CONN, PARAMS, REQUEST_COMPLETE,
-    RESPONDER, STDIN, STDOUT, UNKNOWN_ROLE, UNKNOWN_TYPE, FcgiClient, encode_pairs, payload, record, upload_in_thread,
-    wait_for,
+    ABORT_REQUEST, BEGIN_REQUEST, CANT_MPX_CONN, END_REQUEST, KEEP_CONN, PARAMS, REQUEST_COMPLETE,
+    RESPONDER, STDIN, STDOUT, UNKNOWN_ROLE, UNKNOWN_TYPE, AdapterProcess, FcgiClient, encode_pairs, payload, record,
+    upload_in_thread, wait_for,
 )
 
 ADAPTER = os.path.join(HERE, "..", "..", "..", "src", "supervisor", "kind", "ruby", "rein_adapter.rb")
 AUTHORIZER = 2
 
 
-class Adapter:
+class Adapter(AdapterProcess):
     """The adapter as rein runs it: `ruby rein_adapter.rb --script ...` with a listening socket as fd 3."""
 
+    tag = "rb"
+    stdout_apart = False
+
     def __init__(self, script, *args, family="unix", env=None):
-        self.dir = tempfile.mkdtemp(prefix="rein-rb-")
-        if family == "unix":
-            self.address = os.path.join(self.dir, "app.sock")
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(self.address)
-        else:
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind(("127.0.0.1", 0))
-            self.address = listener.getsockname()
-        listener.listen(128)
-        fd = fcntl.fcntl(listener.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
-        self.stderr_path = os.path.join(self.dir, "stderr.log")
+        cmd = [shutil.which("ruby"), ADAPTER, "--script", os.path.join(HERE, script)] + list(args)
+        super().__init__(cmd, family=family, env=env)
+
+    def environment(self):
         self.hooks_log = os.path.join(self.dir, "hooks.log")
-        ruby = shutil.which("ruby")
-        cmd = [sys.executable, "-c", EXEC_WITH_FD3, str(fd), ruby, ADAPTER,
-               "--script", os.path.join(HERE, script)] + list(args)
-        environ = dict(os.environ, LISTEN_FDS="1", HOOKS_LOG=self.hooks_log, **(env or {}))
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(fd,),
-                                         env=environ, cwd=self.dir)
-        os.close(fd)
-        listener.close()
-
-    def wait_ready(self, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with FcgiClient(self.address, timeout=timeout) as client:
-                    return client.get_values()
-            except (OSError, AssertionError):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("adapter not ready; stderr:\n" + self.stderr())
-                time.sleep(0.01)
-
-    def client(self):
-        return FcgiClient(self.address)
-
-    def stderr(self):
-        with open(self.stderr_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+        return {"HOOKS_LOG": self.hooks_log}
 
     def hooks(self):
         try:
@@ -85,27 +53,6 @@ class Adapter:
                 return [line.split() for line in f]
         except FileNotFoundError:
             return []
-
-    def wait_stderr(self, text, timeout=10.0):
-        return wait_for(lambda: text in self.stderr(), timeout, "%r in the adapter's stderr" % text)
-
-    def terminate(self, timeout=15.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("adapter did not exit within %s s after SIGTERM" % timeout)
-
-    def cleanup(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if os.environ.get("SHOW_ADAPTER_STDERR"):
-            sys.stderr.write("\n--- adapter stderr\n%s---\n" % self.stderr())
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def bodiless(path, rid=1, query=""):
