@@ -25,6 +25,14 @@ pub(crate) struct Adapter {
     pub source: &'static str,
 }
 
+/// Requests without a body queued behind the one in progress on each connection to an adapter that reads each
+/// request exactly to its end (WSGI, Rack, PSGI): enough that the adapter finds the next request already in its
+/// socket when it finishes one, instead of sleeping until rein has passed the answer on and sent another (see
+/// [`crate::fastcgi::pipeline`]). WSGI hello, 2 instances of 1 thread, c=100, whole stack's CPU per request:
+/// 1 → 60-65 µs, 3 → 42-46 µs, 7 → 37-41 µs. A request never lines up behind one that has run for 10 ms, so a
+/// slow request holds at most what queued in its first 10 ms.
+pub(crate) const PIPELINING: u32 = 7;
+
 impl Adapter {
     /// An instance of an app this adapter hosts: the interpreter (the app's program), the adapter given
     /// `arguments(its path)`, the app's environment.

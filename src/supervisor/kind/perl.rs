@@ -52,12 +52,6 @@ impl PerlApp {
     }
 }
 
-/// Requests queued behind the one in progress on each connection to an instance. The adapter reads each
-/// request exactly to its end and serves its connections from one loop, as the Python adapter does for WSGI:
-/// the same depth lets it find the next request in its socket when it finishes one (see
-/// [`crate::fastcgi::pipeline`]). A request never lines up behind one that has run for 10 ms.
-const PIPELINING: u32 = 7;
-
 impl Kind for PerlApp {
     /// The CGI variables PSGI's environment holds; no `prefix`: `SCRIPT_NAME` is empty, as in Unit.
     fn transport(&self) -> AppTransport {
@@ -69,7 +63,7 @@ impl Kind for PerlApp {
     }
 
     fn pipelining(&self) -> u32 {
-        PIPELINING
+        adapter::PIPELINING
     }
 
     /// One thread: the adapter serves every connection from one loop, and a connection of each of rein's

@@ -106,13 +106,6 @@ impl PythonApp {
     }
 }
 
-/// Requests queued behind the one in progress on each connection to a WSGI instance: enough that the adapter
-/// finds the next request already in its socket when it finishes one, instead of sleeping until rein has
-/// passed the answer on and sent another (see [`crate::fastcgi::pipeline`]). WSGI hello, 2 instances of 1
-/// thread, c=100, whole stack's CPU per request: 1 → 60-65 µs, 3 → 42-46 µs, 7 → 37-41 µs. A request never
-/// lines up behind one that has run for 10 ms, so a slow request holds at most what queued in its first 10 ms.
-const WSGI_PIPELINING: u32 = 7;
-
 impl Kind for PythonApp {
     fn transport(&self) -> AppTransport {
         let prefix = |c: &Callable| c.prefix.clone();
@@ -141,7 +134,7 @@ impl Kind for PythonApp {
     /// second request while one is in progress.
     fn pipelining(&self) -> u32 {
         match self.protocol {
-            Protocol::Wsgi => WSGI_PIPELINING,
+            Protocol::Wsgi => adapter::PIPELINING,
             Protocol::Asgi => 0,
         }
     }

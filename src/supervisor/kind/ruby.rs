@@ -76,13 +76,6 @@ pub fn compile(map: &Map<String, Value>, path: &JsonPath) -> Result<RubyApp, Con
     })
 }
 
-/// Requests queued behind the one in progress on each connection to an instance. The adapter reads each
-/// request exactly to its end; with one thread it serves its connections from one loop, as the Perl adapter
-/// does, and finds the next request in its socket when it finishes one (see [`crate::fastcgi::pipeline`]);
-/// with more, each connection's thread holds the next request until the one in progress is answered. A
-/// request never lines up behind one that has run for 10 ms.
-const PIPELINING: u32 = 7;
-
 impl Kind for RubyApp {
     /// FastCGI with the CGI variables; the app is mounted at its `prefix` (`SCRIPT_NAME`), else at the path its
     /// route passes it (Unit's Ruby schema has no `prefix`).
@@ -96,7 +89,7 @@ impl Kind for RubyApp {
     }
 
     fn pipelining(&self) -> u32 {
-        PIPELINING
+        adapter::PIPELINING
     }
 
     /// One thread: the adapter serves every connection from one loop, and a connection of each of rein's
