@@ -45,6 +45,26 @@ def warm(ctx, stacks, conns=100):
             log(f"  warm-up of {s.name} failed: {e}")
 
 
+def interleaved(ctx, stacks, case, tag, runs):
+    """`--rounds` rounds of wrk at each `--vs-conns` count against `stacks` in turn (in_turn's order), each run
+    appended to `runs` as {"case", "stack" (its label, else its name), "conns", "round", ...}; `tag` starts the
+    log lines."""
+    for c in ctx.args.vs_conns:
+        for rnd in range(1, ctx.args.rounds + 1):
+            for s in in_turn(stacks, rnd):
+                label = getattr(s, "label", s.name)
+                r = {"case": case, "stack": label, "conns": c, "round": rnd}
+                try:
+                    r.update(_wrk(ctx, s, c, ctx.args.duration))
+                    log(f"  [{tag}] c={c} round {rnd} {label:16} {r['rps']:>8,.0f} req/s  p99 "
+                        f"{benchlib.fmt_ms(r['p99_ms'])}  CPU {r.get('server_cpu_us_per_req', 0):.1f} µs/req  "
+                        f"errors {r['errors']}")
+                except BenchError as e:
+                    r["error"] = str(e)
+                    log(f"  [{tag}] {label}: error: {e}")
+                runs.append(r)
+
+
 def run_rps(ctx, out):
     tmp = ctx.scenario_dir("node")
     conns = ctx.args.conns

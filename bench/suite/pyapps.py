@@ -23,9 +23,9 @@ import os
 import benchlib
 from benchlib import BenchError, log
 
-from .core import (Nginx, Proc, Rein, Scope, Stack, copy_tree, free_ports, in_turn, require, start_stacks,
+from .core import (Nginx, Proc, Rein, Scope, Stack, copy_tree, free_ports, require, start_stacks,
                    wait_answering)
-from .node import _wrk, summarize_points, warm
+from .node import _wrk, interleaved, summarize_points, warm
 
 WORKERS = 2
 THREADS = 1
@@ -159,19 +159,7 @@ def _case(ctx, out, tmp, appdir, case):
         out["setup"]["configs"].update({k: _describe(s) for k, s in named.items()})
         stacks = [named[x] for x in CASES[case] if x in named]
         warm(ctx, stacks)
-        for c in ctx.args.vs_conns:
-            for rnd in range(1, ctx.args.rounds + 1):
-                for s in in_turn(stacks, rnd):
-                    r = {"case": case, "stack": s.label, "conns": c, "round": rnd}
-                    try:
-                        r.update(_wrk(ctx, s, c, ctx.args.duration))
-                        log(f"  [python {case}] c={c} round {rnd} {s.label:16} {r['rps']:>8,.0f} req/s  p99 "
-                            f"{benchlib.fmt_ms(r['p99_ms'])}  CPU {r.get('server_cpu_us_per_req', 0):.1f} µs/req  "
-                            f"errors {r['errors']}")
-                    except BenchError as e:
-                        r["error"] = str(e)
-                        log(f"  [python {case}] {s.label}: error: {e}")
-                    runs.append(r)
+        interleaved(ctx, stacks, case, f"python {case}", runs)
         for s in stacks:
             out["memory_shared"].setdefault(case, {})[s.label] = _memory(s)
     for label in [s.label for s in stacks]:

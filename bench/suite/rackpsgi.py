@@ -32,9 +32,9 @@ import benchlib
 from benchlib import BenchError, log
 
 from . import resilience
-from .core import (START_DEADLINE, Nginx, Proc, Rein, Scope, Skip, copy_tree, free_ports, in_turn, require,
+from .core import (START_DEADLINE, Nginx, Proc, Rein, Scope, Skip, copy_tree, free_ports, require,
                    start_stacks, wait_answering)
-from .node import _wrk, summarize_points, warm
+from .node import _wrk, interleaved, summarize_points, warm
 from .pyapps import median_round_split, processes
 
 WORKERS = 2
@@ -284,19 +284,7 @@ def _case(ctx, out, tmp, appdir, case):
         out["setup"]["configs"].update({k: s.describe() for k, s in named.items()})
         stacks = [named[x] for x in CASES[case] if x in named]
         warm(ctx, stacks)
-        for c in ctx.args.vs_conns:
-            for rnd in range(1, ctx.args.rounds + 1):
-                for s in in_turn(stacks, rnd):
-                    r = {"case": case, "stack": s.label, "conns": c, "round": rnd}
-                    try:
-                        r.update(_wrk(ctx, s, c, ctx.args.duration))
-                        log(f"  [{case}] c={c} round {rnd} {s.label:16} {r['rps']:>8,.0f} req/s  p99 "
-                            f"{benchlib.fmt_ms(r['p99_ms'])}  CPU {r.get('server_cpu_us_per_req', 0):.1f} µs/req  "
-                            f"errors {r['errors']}")
-                    except BenchError as e:
-                        r["error"] = str(e)
-                        log(f"  [{case}] {s.label}: error: {e}")
-                    runs.append(r)
+        interleaved(ctx, stacks, case, f"{case}", runs)
     for label in [s.label for s in stacks]:
         _alone(ctx, out, tmp, appdir, case, label)
 
