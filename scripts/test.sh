@@ -38,6 +38,11 @@ command -v systemd-analyze >/dev/null || packages+=(systemd)
 # promtool and prometheus: the metrics tests check rein's exposition and scrape it with a real Prometheus.
 { command -v promtool && command -v prometheus; } >/dev/null || packages+=(prometheus)
 command -v mount >/dev/null || [ -x /usr/bin/mount ] || [ -x /bin/mount ] || packages+=(mount)
+# protoc: building rein compiles etcd's gRPC definitions (etcd-client), for fleets.
+command -v protoc >/dev/null || packages+=(protobuf-compiler)
+# etcd and etcdctl: the fleet tests run a real 3-member etcd cluster.
+command -v etcd >/dev/null || packages+=(etcd-server)
+command -v etcdctl >/dev/null || packages+=(etcd-client)
 if [ ${#packages[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

@@ -15,6 +15,7 @@ pub(crate) mod control;
 pub(crate) mod engine;
 pub(crate) mod fastcgi;
 pub(crate) mod fd_limit;
+pub(crate) mod fleet;
 pub(crate) mod forwarded;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;

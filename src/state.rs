@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 const CONF: &str = "conf.json";
+/// The fleet and revision `conf.json` is, in a fleet.
+const FLEET: &str = "fleet.json";
 
 /// The mode of a state directory rein creates, whatever the umask.
 pub const STATE_DIR_MODE: u32 = 0o711;
@@ -115,13 +117,40 @@ impl StateDir {
     }
 }
 
+/// In a fleet: which revision of the fleet's document the saved configuration is.
+impl StateDir {
+    /// The fleet revision `conf.json` holds, if it was saved in the fleet `fleet`.
+    pub fn load_revision(&self, fleet: &str) -> Option<i64> {
+        let text = fs::read(self.dir.join(FLEET)).ok()?;
+        let v: Value = serde_json::from_slice(&text).ok()?;
+        (v.get("fleet")?.as_str()? == fleet)
+            .then(|| v.get("revision")?.as_i64())
+            .flatten()
+    }
+
+    /// Records that `conf.json` is the fleet `fleet`'s document at `revision`.
+    pub fn save_revision(&self, fleet: &str, revision: i64) -> Result<(), StateError> {
+        let path = self.dir.join(FLEET);
+        let tmp = self.dir.join(format!(".{FLEET}.tmp"));
+        let text = serde_json::json!({"fleet": fleet, "revision": revision}).to_string();
+        write_private(&tmp, text.as_bytes())
+            .and_then(|()| fs::rename(&tmp, &path))
+            .map_err(|source| StateError::Write { path, source })
+    }
+}
+
 /// A configuration written and fsynced beside `conf.json`, not yet in its place.
 pub struct PendingSave<'a> {
     state: &'a StateDir,
     committed: bool,
 }
 
-impl PendingSave<'_> {
+impl<'a> PendingSave<'a> {
+    /// The state directory it is saved in.
+    pub fn state(&self) -> &'a StateDir {
+        self.state
+    }
+
     /// Renames the temporary file over `conf.json` and fsyncs the directory. Only a failed rename is an error
     /// (the temporary file is then removed and `conf.json` is the old one): after it, the new document is the
     /// saved one, and a failed fsync of the directory only leaves the rename less durable, so it is logged.
@@ -200,6 +229,16 @@ mod tests {
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir), 0o711);
         assert_eq!(mode(&dir.join(CONF)), 0o600);
+    }
+
+    #[test]
+    fn the_fleet_revision_is_the_named_fleets() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        assert_eq!(state.load_revision("web"), None);
+        state.save_revision("web", 42).unwrap();
+        assert_eq!(state.load_revision("web"), Some(42));
+        assert_eq!(state.load_revision("api"), None);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
 
 use crate::control::ControlAddr;
 
@@ -42,7 +43,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the server in the foreground.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Read or change the configuration of a running server.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -51,6 +52,9 @@ enum Command {
         /// Print the status document (`GET /status`) as JSON instead
         #[arg(long)]
         json: bool,
+        /// Show the fleet instead: each node, the revision it serves, and why it does not serve the fleet's
+        #[arg(long)]
+        fleet: bool,
         #[command(flatten)]
         control: ControlArgs,
     },
@@ -185,6 +189,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = crate::history::DEFAULT_SIZE)]
     history_size: u16,
     #[command(flatten)]
+    fleet: run::FleetArgs,
+    #[command(flatten)]
     control: ControlArgs,
 }
 
@@ -257,11 +263,17 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Status {
             json: true,
+            fleet,
             control,
-        } => client::show(&control.client(), "/status"),
+        } => client::show(&control.client(), if fleet { "/fleet" } else { "/status" }),
+        Command::Status {
+            fleet: true,
+            control,
+            ..
+        } => show_fleet(&control),
         Command::Status { control, .. } => status(&control),
         Command::Config(cmd) => config(cmd),
         Command::Bench(args) => bench::run(args),
@@ -345,17 +357,26 @@ fn interval(text: &str) -> Result<f64, String> {
 
 /// `rein status`: `/status` as tables.
 fn status(control: &ControlArgs) -> ExitCode {
-    let text = match client::fetch(&control.client(), http::Method::GET, "/status", None, None) {
+    render(control, "/status", "status", status::render)
+}
+
+fn show_fleet(control: &ControlArgs) -> ExitCode {
+    render(control, "/fleet", "fleet view", status::render_fleet)
+}
+
+/// Prints what `render` makes of the JSON at `path`.
+fn render(control: &ControlArgs, path: &str, what: &str, render: fn(&Value) -> String) -> ExitCode {
+    let text = match client::fetch(&control.client(), http::Method::GET, path, None, None) {
         Ok(text) => text,
         Err(failure) => return failure.report(),
     };
     match serde_json::from_str(&text) {
         Ok(doc) => {
-            print!("{}", status::render(&doc));
+            print!("{}", render(&doc));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("rein: error: the status is not JSON: {e}");
+            eprintln!("rein: error: the {what} is not JSON: {e}");
             ExitCode::from(exit::FAILED)
         }
     }

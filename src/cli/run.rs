@@ -15,15 +15,18 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 mod error;
+mod fleet;
 
 use error::{ConfigFileError, RunError};
+pub(crate) use fleet::FleetArgs;
 
 use super::notify::{Status, notify};
 use super::signals::{Asked, Signals};
 use super::{LogFormat, RunArgs, exit};
 use crate::config::default_document;
 use crate::control::ControlListener;
-use crate::engine::{ChangeError, ChangeOptions, Engine, Initial};
+use crate::engine::{ChangeError, ChangeOptions, Engine, Initial, Store};
+use crate::fleet::Fleet;
 use crate::history::Source;
 use crate::log_file::Reopenable;
 use crate::server::Server;
@@ -93,6 +96,11 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
         source,
     })?;
     let (doc, origin) = initial_document(args.config.as_deref(), args.listen.as_deref(), &state)?;
+    let fleet = args.fleet.options().map(|o| Arc::new(Fleet::new(o)));
+    let (doc, origin, revision) = match &fleet {
+        Some(fleet) => fleet_document(fleet, &state, doc, origin).await,
+        None => (doc, origin, None),
+    };
     let control_addr = args.control.control_addr();
     let control = ControlListener::bind(&control_addr, &args.control.token_file())
         .await
@@ -105,8 +113,13 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
         doc,
         source: origin.source(),
         history_size: usize::from(args.history_size),
+        revision,
     };
-    let engine = Engine::start(Server::with_supervisor(supervisor), Some(state), initial)
+    let store = match &fleet {
+        Some(fleet) => Store::fleet(state, fleet.clone()),
+        None => Store::local(state),
+    };
+    let engine = Engine::start(Server::with_supervisor(supervisor), store, initial)
         .await
         .map_err(|e| start_error(e, &origin))?;
     let engine = Arc::new(engine);
@@ -121,6 +134,7 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
     let stop = CancellationToken::new();
     let control_task = tokio::spawn(control.serve(engine.clone(), stop.clone()));
     let acme_task = crate::acme::spawn(engine.clone(), &state_dir, stop.clone());
+    let fleet_task = fleet.map(|f| crate::fleet::spawn(f, engine.clone(), stop.clone()));
     tracing::info!(control = %control_addr, state = %state_dir.display(), "rein is running");
     notify(Status::Ready);
     wait_for_stop(&engine, args.config.as_deref(), own_log.as_ref(), signals).await;
@@ -130,6 +144,9 @@ async fn serve(args: RunArgs, own_log: Option<Reopenable>) -> Result<(), RunErro
     stop.cancel();
     let _ = control_task.await;
     let _ = acme_task.await;
+    if let Some(task) = fleet_task {
+        let _ = task.await;
+    }
     if let Some(pid) = &args.pid {
         let _ = std::fs::remove_file(pid);
     }
@@ -171,6 +188,8 @@ async fn stop_within(engine: &Engine, timeout: Duration) {
 enum Origin {
     File,
     Saved,
+    /// The fleet's document, read from etcd.
+    Fleet,
     /// The embedded default, its one listener on this address.
     Default {
         listen: String,
@@ -182,6 +201,7 @@ impl Origin {
     fn source(&self) -> Source {
         match self {
             Origin::File => Source::File,
+            Origin::Fleet => Source::Fleet,
             Origin::Saved | Origin::Default { .. } => Source::Startup,
         }
     }
@@ -218,6 +238,42 @@ fn initial_document(
         None => DEFAULT_LISTEN.to_owned(),
     };
     Ok((doc, Origin::Default { listen }))
+}
+
+/// How long a node waits for etcd at start before it starts from its local copy.
+const FLEET_START_WAIT: Duration = Duration::from_secs(3);
+
+/// In a fleet, the first document is the fleet's when etcd answers and holds one; otherwise the local one
+/// (which the node publishes if the fleet has none, and replaces by the fleet's once etcd answers). With the
+/// fleet revision of the document, when known.
+async fn fleet_document(
+    fleet: &Fleet,
+    state: &StateDir,
+    local: Value,
+    origin: Origin,
+) -> (Value, Origin, Option<i64>) {
+    match fleet.fetch(FLEET_START_WAIT).await {
+        Ok(Some((doc, revision))) => {
+            if matches!(origin, Origin::File) {
+                tracing::warn!("the fleet has a configuration: serving it, not --config's");
+            }
+            tracing::info!(
+                fleet = fleet.name(),
+                revision,
+                "serving the fleet's configuration"
+            );
+            (doc, Origin::Fleet, Some(revision))
+        }
+        Ok(None) => (local, origin, None),
+        Err(e) => {
+            let revision = match origin {
+                Origin::Saved => state.load_revision(fleet.name()),
+                _ => None,
+            };
+            tracing::warn!(error = %e, "etcd is unreachable: starting from this node's copy; writes are refused until etcd answers");
+            (local, origin, revision)
+        }
+    }
 }
 
 /// The embedded default's listener, as `config/default.json` spells it.

@@ -37,6 +37,46 @@ pub(super) fn render(status: &Value) -> String {
     out
 }
 
+/// `rein status --fleet`: one row per live node, and whether etcd answers.
+pub(super) fn render_fleet(view: &Value) -> String {
+    let fleet_revision = view["revision"].as_i64();
+    let rows = object(view, "nodes")
+        .iter()
+        .map(|(name, node)| {
+            let state = if fleet_revision.is_none() {
+                "unknown"
+            } else if node["applied"].as_bool() == Some(true) {
+                "applied"
+            } else if node["refused"].as_i64().is_some() {
+                "refused"
+            } else {
+                "behind"
+            };
+            vec![
+                name.clone(),
+                text(&node["revision"]),
+                text(&node["generation"]),
+                state.to_owned(),
+                text(&node["host"]),
+                text(&node["error"]),
+            ]
+        })
+        .collect();
+    let head = ["NODE", "REVISION", "GENERATION", "STATE", "HOST", "ERROR"];
+    let mut out = format!(
+        "fleet {} (seen from {}): revision {}\n",
+        text(&view["name"]),
+        text(&view["node"]),
+        fleet_revision.map_or_else(dash, |r| r.to_string()),
+    );
+    if view["etcd"]["connected"].as_bool() != Some(true) {
+        let why = text(&view["etcd"]["error"]);
+        let _ = writeln!(out, "etcd unreachable ({why}): this node's own report only");
+    }
+    section(&mut out, &table(&head, rows));
+    out
+}
+
 fn section(out: &mut String, text: &str) {
     if !out.is_empty() {
         out.push('\n');

@@ -30,11 +30,15 @@ pub(super) async fn root(call: Call) -> Response<Body> {
 
 /// What a write asks of the change: its `If-Match` list and whether it is a `?dry_run`.
 pub(super) fn preconditions<B>(req: &Request<B>) -> (Option<String>, bool) {
-    let dry_run = req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| ["dry_run", "dry_run=1", "dry_run=true"].contains(&p))
-    });
+    let dry_run = has_param(req, &["dry_run", "dry_run=1", "dry_run=true"]);
     (if_match(req.headers()), dry_run)
+}
+
+/// Whether the query has one of `params` (each `name` or `name=value`).
+fn has_param<B>(req: &Request<B>, params: &[&str]) -> bool {
+    req.uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| params.contains(&p)))
 }
 
 /// Every `If-Match` field line as one list: RFC 9110 §5.3 lets a client split a list over several lines, so
@@ -63,6 +67,7 @@ pub(super) async fn config(call: Call) -> Response<Body> {
         };
     }
     let (if_match, dry_run) = preconditions(&req);
+    let wait_fleet = has_param(&req, &["wait=fleet"]);
     let opts = ChangeOptions::asked(if_match.as_deref(), dry_run);
     let result = match method {
         Method::PUT | Method::POST => {
@@ -83,31 +88,52 @@ pub(super) async fn config(call: Call) -> Response<Body> {
         Method::DELETE => engine.change(|doc| pointer::delete(doc, &segs), opts).await,
         _ => return fail(StatusCode::METHOD_NOT_ALLOWED, "Invalid method.", None),
     };
-    change_answer(result, engine).await
+    let spread = match (&result, engine.fleet()) {
+        (
+            Ok(Changed::Applied {
+                revision: Some(r), ..
+            }),
+            Some(fleet),
+        ) if wait_fleet => Some(fleet.spread(*r, FLEET_WAIT).await.to_json(*r)),
+        _ => None,
+    };
+    answer_change(result, engine, spread).await
 }
+
+/// How long `?wait=fleet` waits for the other nodes.
+const FLEET_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Unit's answer to a change of the document (through `/config` or a rollback), with the new `ETag`.
 pub(super) async fn change_answer(
     result: Result<Changed, ChangeError>,
     engine: &Engine,
 ) -> Response<Body> {
+    answer_change(result, engine, None).await
+}
+
+/// [`change_answer`], with what became of the change across the fleet when it was asked.
+async fn answer_change(
+    result: Result<Changed, ChangeError>,
+    engine: &Engine,
+    fleet: Option<Value>,
+) -> Response<Body> {
     let (_, etag) = engine.read(|_| ()).await;
+    let mut done = json!({"success": "Reconfiguration done."});
     match result {
         Ok(Changed::Valid) => answer(
             StatusCode::OK,
             &json!({"success": "Configuration is valid."}),
         ),
-        Ok(Changed::Applied { not_ready }) if !not_ready.is_empty() => with_etag(
-            answer(
-                StatusCode::OK,
-                &json!({"success": "Reconfiguration done.", "applications": not_ready}),
-            ),
-            &etag,
-        ),
-        Ok(Changed::Applied { .. } | Changed::Unchanged) => with_etag(
-            answer(StatusCode::OK, &json!({"success": "Reconfiguration done."})),
-            &etag,
-        ),
+        Ok(Changed::Applied { not_ready, .. }) => {
+            if !not_ready.is_empty() {
+                done["applications"] = json!(not_ready);
+            }
+            if let Some(fleet) = fleet {
+                done["fleet"] = fleet;
+            }
+            with_etag(answer(StatusCode::OK, &done), &etag)
+        }
+        Ok(Changed::Unchanged) => with_etag(answer(StatusCode::OK, &done), &etag),
         Err(e) => change_error(e),
     }
 }
@@ -233,6 +259,16 @@ fn change_error(e: ChangeError) -> Response<Body> {
         ChangeError::Save(e) => fail(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Failed to save the configuration; nothing changed.",
+            Some(e.to_string()),
+        ),
+        ChangeError::Unreachable(why) => fail(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The fleet's etcd is unreachable; nothing changed.",
+            Some(why),
+        ),
+        e @ ChangeError::NotApplied { .. } => fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "The fleet took the new configuration, but this node could not apply it.",
             Some(e.to_string()),
         ),
         ChangeError::Stale { current } => {

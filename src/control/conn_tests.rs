@@ -15,8 +15,9 @@ async fn engine() -> Arc<Engine> {
         doc: json!({}),
         source: crate::history::Source::Startup,
         history_size: 0,
+        revision: None,
     };
-    let engine = Engine::start(Server::new(), None, initial).await;
+    let engine = Engine::start(Server::new(), crate::engine::Store::none(), initial).await;
     Arc::new(engine.expect("the empty configuration starts"))
 }
 

@@ -8,6 +8,7 @@
 mod api;
 mod certificates;
 mod conn;
+mod fleet;
 mod guard;
 mod history;
 mod invalid;

@@ -47,6 +47,7 @@ const ROUTES: &[Route] = &[
     route("status", GET, |c| Box::pin(api::status(c))),
     route("metrics", GET, |c| Box::pin(super::metrics::handle(c))),
     route("history", ANY, |c| Box::pin(super::history::handle(c))),
+    route("fleet", GET, |c| Box::pin(super::fleet::handle(c))),
 ];
 
 const fn route(

@@ -35,6 +35,8 @@ pub enum Source {
     Startup,
     /// A rollback to the history entry with this id.
     Rollback(u64),
+    /// The fleet's document, from etcd.
+    Fleet,
 }
 
 impl Source {
@@ -45,6 +47,7 @@ impl Source {
             Source::File => "file",
             Source::Startup => "startup",
             Source::Rollback(_) => "rollback",
+            Source::Fleet => "fleet",
         }
     }
 
@@ -55,6 +58,7 @@ impl Source {
             ("file", _) => Source::File,
             ("startup", _) => Source::Startup,
             ("rollback", Some(id)) => Source::Rollback(id),
+            ("fleet", _) => Source::Fleet,
             _ => return None,
         })
     }

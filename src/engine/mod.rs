@@ -5,6 +5,15 @@
 //! running configuration, the served snapshot and the saved file as they were. Changes are serialised by one
 //! lock, so each sees the result of the last. Each applied change is recorded in the [`History`] under the same
 //! lock, with where it came from ([`Source`]).
+//!
+//! The document is kept by a [`Store`]: the state directory, and in a fleet etcd too, whose watch hands each
+//! new fleet document to the same path ([`Engine::adopt`]).
+
+mod certificates;
+mod fleet;
+mod store;
+
+pub use store::Store;
 
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -14,8 +23,8 @@ use crate::config::pointer::EditError;
 use crate::config::{ConfigError, ConfigErrors};
 use crate::history::{Entry, History, Source};
 use crate::server::Server;
-use crate::state::{StateDir, StateError};
-use crate::tls::{Bundle, BundleError, CertDir, Certificates};
+use crate::state::StateError;
+use crate::tls::{BundleError, CertDir, Certificates};
 
 /// Why a change was refused; nothing changed.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +39,15 @@ pub enum ChangeError {
     Save(#[from] StateError),
     #[error("the configuration changed since it was read (ETag {current})")]
     Stale { current: String },
+    /// In a fleet whose etcd cannot be reached: the change would apply to this node alone.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The fleet took the change, at this revision, but this node could not apply it; it serves its previous
+    /// configuration, and says why in its report.
+    #[error(
+        "the fleet took the change (revision {revision}) but this node could not apply it: {source}"
+    )]
+    NotApplied { revision: i64, source: ConfigError },
 }
 
 /// What a successful change did.
@@ -39,6 +57,8 @@ pub enum Changed {
     /// do not serve, by name, with what happened (the previous instances keep serving them).
     Applied {
         not_ready: std::collections::BTreeMap<String, String>,
+        /// In a fleet, the fleet's revision of the document.
+        revision: Option<i64>,
     },
     /// The new document equals the running one: nothing was done.
     Unchanged,
@@ -56,6 +76,8 @@ pub struct ChangeOptions<'a> {
     /// Answer only once the changed applications' new instances serve (or their reload failed, or their
     /// readiness timeout passed): what a change asked through the API promises, as Unit's does.
     pub wait_for_apps: bool,
+    /// The document is the fleet's at this revision, as its watch delivered it: applied, never published.
+    pub adopt: Option<i64>,
 }
 
 impl<'a> ChangeOptions<'a> {
@@ -67,6 +89,7 @@ impl<'a> ChangeOptions<'a> {
             dry_run,
             startup: false,
             wait_for_apps: true,
+            adopt: None,
         }
     }
 }
@@ -76,6 +99,8 @@ pub struct Initial {
     pub doc: Value,
     pub source: Source,
     pub history_size: usize,
+    /// In a fleet, the fleet's revision of `doc`, when it is the fleet's.
+    pub revision: Option<i64>,
 }
 
 /// Why a certificate change was refused; nothing changed. The texts are Unit's.
@@ -107,12 +132,36 @@ struct Current {
     changed_at: Option<f64>,
     certs: Certificates,
     history: History,
+    /// In a fleet, the fleet's revision of `doc`.
+    revision: Option<i64>,
+    /// The fleet's newer document that this node could not apply.
+    desired: Option<Desired>,
+}
+
+/// A fleet document this node refused: what the API reads and edits on this node, so that a change through
+/// it builds on the fleet's document, not on the older one it still serves.
+struct Desired {
+    doc: Value,
+    etag: String,
+    revision: i64,
+    error: String,
+}
+
+impl Current {
+    /// What a change builds on and `If-Match` is checked against: the fleet's newer document if this node
+    /// refused it, else the served one. With its ETag and fleet revision.
+    fn base(&self) -> (&Value, &str, Option<i64>) {
+        match &self.desired {
+            Some(d) => (&d.doc, &d.etag, Some(d.revision)),
+            None => (&self.doc, &self.etag, self.revision),
+        }
+    }
 }
 
 pub struct Engine {
     current: Mutex<Current>,
     server: Server,
-    state: Option<StateDir>,
+    store: Store,
     cert_dir: Option<CertDir>,
 }
 
@@ -120,10 +169,11 @@ impl Engine {
     /// Starts serving `doc`; a document that does not compile or apply is an error and nothing runs.
     pub async fn start(
         server: Server,
-        state: Option<StateDir>,
+        store: Store,
         initial: Initial,
     ) -> Result<Engine, ChangeError> {
-        let cert_dir = state.as_ref().map(|s| CertDir::new(s.path()));
+        let state = store.state();
+        let cert_dir = state.map(|s| CertDir::new(s.path()));
         let certs = match &cert_dir {
             Some(dir) => dir.load().unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot read the saved certificates");
@@ -131,7 +181,7 @@ impl Engine {
             }),
             None => Certificates::default(),
         };
-        let history = match &state {
+        let history = match state {
             Some(dir) => History::load(dir.path(), initial.history_size).unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot read the configuration history; keeping it in memory only");
                 History::in_memory(initial.history_size)
@@ -146,9 +196,11 @@ impl Engine {
                 changed_at: None,
                 certs,
                 history,
+                revision: initial.revision,
+                desired: None,
             }),
             server,
-            state,
+            store,
             cert_dir,
         };
         let opts = ChangeOptions {
@@ -173,10 +225,12 @@ impl Engine {
         &self.server
     }
 
-    /// Reads the document under the lock; returns what `f` made of it and the document's ETag.
+    /// Reads the document under the lock; returns what `f` made of it and the document's ETag. In a fleet
+    /// whose newer document this node refused, that document: the one changes build on.
     pub async fn read<R>(&self, f: impl FnOnce(&Value) -> R) -> (R, String) {
         let current = self.current.lock().await;
-        (f(&current.doc), current.etag.clone())
+        let (doc, etag, _) = current.base();
+        (f(doc), etag.to_owned())
     }
 
     /// The generation, and when the document was last applied (seconds since the epoch).
@@ -219,67 +273,108 @@ impl Engine {
         opts: ChangeOptions<'_>,
     ) -> Result<Changed, ChangeError> {
         let mut current = self.current.lock().await;
+        let (base, base_etag, base_revision) = current.base();
         if let Some(tag) = opts.if_match
-            && !etag_matches(tag, &current.etag)
+            && !etag_matches(tag, base_etag)
         {
             return Err(ChangeError::Stale {
-                current: current.etag.clone(),
+                current: base_etag.to_owned(),
             });
         }
-        let mut doc = current.doc.clone();
+        let mut doc = base.clone();
         edit(&mut doc)?;
-        let snapshot = compile_all(&doc, &current.certs).map_err(ChangeError::Invalid)?;
+        let snapshot = match compile_all(&doc, &current.certs) {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(revision) = opts.adopt {
+                    self.refuse(&mut current, doc, revision, e.to_string());
+                }
+                return Err(ChangeError::Invalid(e));
+            }
+        };
         if opts.dry_run {
             return Ok(Changed::Valid);
         }
-        if doc == current.doc && current.generation > 0 {
+        if doc == *base && current.generation > 0 && opts.adopt.is_none() {
             return Ok(Changed::Unchanged);
         }
-        // The new document is written and fsynced before anything changes: a full disk or an unwritable state
-        // directory refuses the change while the old listeners, connections and applications are untouched.
-        let pending = match &self.state {
-            Some(state) => match state.prepare(&doc) {
-                Ok(pending) => Some(pending),
-                // The first document is served even if it cannot be saved (a read-only or full state
-                // directory): it is the saved one, or `--config`'s. Changes are refused until saving works.
-                Err(e) if opts.startup => {
-                    tracing::error!(error = %e, "serving the configuration without saving it: changes will be refused until the state directory can be written");
-                    None
-                }
-                Err(e) => return Err(e.into()),
-            },
-            None => None,
+        // Everything that can refuse the change comes first (a full disk, a concurrent writer in the fleet),
+        // while the old listeners, connections and applications are untouched.
+        let publish = opts.adopt.is_none() && !opts.startup;
+        let base_revision = opts.adopt.or(base_revision);
+        let prepared = self
+            .store
+            .prepare(&doc, base_revision, publish, opts.startup)
+            .await?;
+        let revision = prepared.revision;
+        // A fleet document equal to the served one (a change undoing one this node refused) needs no apply.
+        let reloads = if doc == current.doc && current.generation > 0 {
+            None
+        } else {
+            match self.server.apply(snapshot, !opts.startup).await {
+                Ok(reloads) => Some(reloads),
+                Err(e) => return Err(self.not_applied(&mut current, doc, revision, e)),
+            }
         };
-        let reloads = self
-            .server
-            .apply(snapshot, !opts.startup)
-            .await
-            .map_err(ChangeError::Apply)?;
         // Only the rename is left, which fails only if the state directory was changed under rein; then the
         // previous configuration is put back, as the saved file still holds it.
-        if let Some(Err(e)) = pending.map(crate::state::PendingSave::commit) {
+        if let Err(e) = prepared.commit() {
             self.roll_back(&current.doc, &current.certs).await;
             return Err(e.into());
         }
-        current.etag = etag(&doc);
-        let tag = current.etag.clone();
-        current.history.record(&doc, &tag, source);
-        current.doc = doc;
-        current.generation += 1;
-        current.changed_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs_f64());
-        tracing::info!(generation = current.generation, "configuration applied");
-        self.server.shared().acme.changed();
+        self.record(&mut current, doc, revision, source);
         // The lock is let go first: reading the configuration does not wait for the applications.
         drop(current);
-        let not_ready = if opts.wait_for_apps {
-            reloads.wait().await
-        } else {
-            Default::default()
+        let not_ready = match reloads {
+            Some(reloads) if opts.wait_for_apps => reloads.wait().await,
+            _ => Default::default(),
         };
-        Ok(Changed::Applied { not_ready })
+        Ok(Changed::Applied {
+            not_ready,
+            revision,
+        })
+    }
+
+    /// Makes `doc` the running document in the books: ETag, history, generation, report.
+    fn record(&self, current: &mut Current, doc: Value, revision: Option<i64>, source: Source) {
+        let changed = doc != current.doc || current.generation == 0;
+        current.etag = etag(&doc);
+        if changed {
+            let tag = current.etag.clone();
+            current.history.record(&doc, &tag, source);
+            current.doc = doc;
+            current.generation += 1;
+            current.changed_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs_f64());
+            tracing::info!(generation = current.generation, "configuration applied");
+            self.server.shared().acme.changed();
+        }
+        current.revision = revision;
+        current.desired = None;
+        self.report(current);
+    }
+
+    /// A change that failed to apply: outside a fleet, or before the fleet took it, nothing changed; once the
+    /// fleet has it, this node remembers the document it could not apply and reports why.
+    fn not_applied(
+        &self,
+        current: &mut Current,
+        doc: Value,
+        revision: Option<i64>,
+        error: ConfigError,
+    ) -> ChangeError {
+        match revision.filter(|r| Some(*r) != current.revision) {
+            Some(revision) => {
+                self.refuse(current, doc, revision, error.to_string());
+                ChangeError::NotApplied {
+                    revision,
+                    source: error,
+                }
+            }
+            None => ChangeError::Apply(error),
+        }
     }
 
     /// Puts the previous document back after a failure that came after it was replaced (only a failed rename of
@@ -295,85 +390,9 @@ impl Engine {
     }
 }
 
-/// The certificate store: Unit's `/certificates`, beside the document and changed under the same lock.
-impl Engine {
-    /// Unit's `/certificates` object.
-    pub async fn certificates(&self) -> Value {
-        self.current.lock().await.certs.describe()
-    }
-
-    /// Each stored bundle's leaf expiry, in seconds since the epoch, by name.
-    pub(crate) async fn certificate_expiry(&self) -> Vec<(String, i64)> {
-        self.current.lock().await.certs.expiry()
-    }
-
-    /// The bundle stored under `name` (an issued or uploaded one, never an ACME placeholder).
-    pub async fn certificate(&self, name: &str) -> Option<std::sync::Arc<Bundle>> {
-        self.current.lock().await.certs.get(name).cloned()
-    }
-
-    /// Stores a new bundle under `name`, as Unit's `PUT /certificates/NAME`: a name in use is refused.
-    pub async fn add_certificate(&self, name: &str, pem: &[u8]) -> Result<(), CertError> {
-        let mut current = self.current.lock().await;
-        if !crate::tls::valid_name(name) {
-            return Err(CertError::InvalidName);
-        }
-        if pem.len() > crate::tls::MAX_BUNDLE {
-            return Err(CertError::TooLarge);
-        }
-        if current.certs.contains(name) {
-            return Err(CertError::Exists);
-        }
-        let bundle = Bundle::parse(pem, Some(crate::tls::now())).map_err(CertError::Invalid)?;
-        // No listener names a new bundle yet, so nothing is recompiled.
-        if let Some(dir) = &self.cert_dir {
-            dir.save(name, pem).map_err(CertError::Save)?;
-        }
-        current.certs = current.certs.with(name, std::sync::Arc::new(bundle));
-        tracing::info!(certificate = name, "certificate stored");
-        Ok(())
-    }
-
-    /// Puts `bundle` under `name`, replacing the bundle there: listeners that name it serve the new one to new
-    /// handshakes at once (an automatic renewal). Saved only once the configuration compiled and applied.
-    pub async fn replace_certificate(&self, name: &str, bundle: Bundle) -> Result<(), CertError> {
-        let mut current = self.current.lock().await;
-        let pem = bundle.pem().to_vec();
-        let next = current.certs.with(name, std::sync::Arc::new(bundle));
-        let snapshot = compile_with(&current.doc, &next).map_err(CertError::Apply)?;
-        if let Some(dir) = &self.cert_dir {
-            dir.save(name, &pem).map_err(CertError::Save)?;
-        }
-        self.server
-            .apply(snapshot, false)
-            .await
-            .map_err(CertError::Apply)?;
-        current.certs = next;
-        tracing::info!(certificate = name, "certificate replaced");
-        Ok(())
-    }
-
-    /// Unit's `DELETE /certificates/NAME`: refused while a listener names the bundle.
-    pub async fn delete_certificate(&self, name: &str) -> Result<(), CertError> {
-        let mut current = self.current.lock().await;
-        if !current.certs.contains(name) {
-            return Err(CertError::NotFound);
-        }
-        if crate::tls::used_names(&current.doc).contains(name) {
-            return Err(CertError::InUse);
-        }
-        if let Some(dir) = &self.cert_dir {
-            dir.remove(name).map_err(CertError::Save)?;
-        }
-        current.certs = current.certs.without(name);
-        tracing::info!(certificate = name, "certificate deleted");
-        self.server.shared().acme.changed();
-        Ok(())
-    }
-}
-
-/// A strong ETag of the whole document: any change anywhere changes it.
-fn etag(doc: &Value) -> String {
+/// A strong ETag of the whole document: any change anywhere changes it, and the same document has the same
+/// ETag on every node of a fleet.
+pub(crate) fn etag(doc: &Value) -> String {
     let text = serde_json::to_vec(doc).unwrap_or_default();
     // FNV-1a: stable across builds and platforms, unlike std's hasher.
     let hash = text.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {

@@ -1,0 +1,160 @@
+//! Following the fleet's document: each new revision goes through the engine's change path.
+//!
+//! A node watches the key from the revision after the last one it dealt with (applied or refused), so a node
+//! that was away, or restarted from its local copy, catches up with what it missed; of a batch of events only
+//! the newest document is applied, since each is whole. When that revision was compacted away, the node reads
+//! the key instead. A node that never saw the fleet's document reads it; when the fleet has none yet, the node
+//! publishes its own, so the first node of a fleet seeds it.
+
+use std::time::Duration;
+
+use etcd_client::{EventType, WatchOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::{ConnectError, Fleet, Link, PublishError};
+use crate::engine::Engine;
+
+/// Follows the fleet's document until `stop`, reconnecting after each failure.
+pub(super) async fn run(fleet: &Fleet, engine: &Engine, stop: &CancellationToken) {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let failed = tokio::select! {
+            failed = follow(fleet, engine) => failed,
+            () = stop.cancelled() => return,
+        };
+        if fleet.link.borrow().connected {
+            tracing::warn!(error = %failed, "lost etcd; serving the last applied configuration");
+            pause = Duration::from_millis(100);
+        }
+        fleet.set_link(Link {
+            connected: false,
+            error: Some(failed.to_string()),
+        });
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = stop.cancelled() => return,
+        }
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Watches until the connection fails; returns why.
+async fn follow(fleet: &Fleet, engine: &Engine) -> ConnectError {
+    let mut client = match fleet.client().await {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let mut from = match engine.fleet_seen().await {
+        Some(seen) => seen + 1,
+        None => match read(fleet, engine, &mut client).await {
+            Ok(next) => next,
+            Err(e) => return e,
+        },
+    };
+    loop {
+        match watch(fleet, engine, &mut client, from).await {
+            Ok(next) => from = next,
+            Err(e) => return e,
+        }
+    }
+}
+
+/// One watch from `from`: applies what it sees; returns the revision to watch from after a compaction.
+async fn watch(
+    fleet: &Fleet,
+    engine: &Engine,
+    client: &mut etcd_client::Client,
+    mut from: i64,
+) -> Result<i64, ConnectError> {
+    let key = fleet.keys.config.as_str();
+    let options = WatchOptions::new()
+        .with_start_revision(from)
+        .with_progress_notify();
+    let mut stream = client.watch(key, Some(options)).await?;
+    fleet.set_link(Link {
+        connected: true,
+        error: None,
+    });
+    while let Some(answer) = stream.message().await? {
+        if answer.compact_revision() > 0 {
+            tracing::info!(
+                from,
+                compacted = answer.compact_revision(),
+                "the revisions this node missed were compacted; reading the fleet's document"
+            );
+            return read(fleet, engine, client).await;
+        }
+        if answer.canceled() {
+            return Err(ConnectError::Watch(answer.cancel_reason().to_owned()));
+        }
+        let newest = answer
+            .events()
+            .iter()
+            .rev()
+            .find_map(|e| Some((e.event_type(), e.kv()?)));
+        match newest {
+            Some((EventType::Put, kv)) => {
+                engine.adopt(kv.value(), kv.mod_revision()).await;
+                from = kv.mod_revision() + 1;
+            }
+            Some((EventType::Delete, kv)) => {
+                from = kv.mod_revision() + 1;
+                tracing::warn!(
+                    "the fleet's document was deleted from etcd; this node puts back the one it serves"
+                );
+                seed(engine).await?;
+            }
+            None => {
+                if let Some(h) = answer.header() {
+                    from = from.max(h.revision() + 1);
+                }
+            }
+        }
+    }
+    Err(ConnectError::Watch("etcd ended the watch".to_owned()))
+}
+
+/// Reads the fleet's document and applies it if it is newer than what this node dealt with; seeds the fleet
+/// when it has none. Returns the revision to watch from.
+async fn read(
+    fleet: &Fleet,
+    engine: &Engine,
+    client: &mut etcd_client::Client,
+) -> Result<i64, ConnectError> {
+    loop {
+        let got = client.get(fleet.keys.config.as_str(), None).await?;
+        let now = got.header().map_or(0, |h| h.revision());
+        match got.kvs().first() {
+            Some(kv) => {
+                if engine
+                    .fleet_seen()
+                    .await
+                    .is_none_or(|seen| seen < kv.mod_revision())
+                {
+                    engine.adopt(kv.value(), kv.mod_revision()).await;
+                }
+                return Ok(now + 1);
+            }
+            None => {
+                if let Some(revision) = seed(engine).await? {
+                    return Ok(revision + 1);
+                }
+            }
+        }
+    }
+}
+
+/// Publishes this node's document as the fleet's first. `None` when another node seeded it first.
+async fn seed(engine: &Engine) -> Result<Option<i64>, ConnectError> {
+    match engine.seed_fleet().await {
+        Ok(revision) => {
+            tracing::info!(
+                revision,
+                "the fleet had no configuration: published this node's"
+            );
+            Ok(Some(revision))
+        }
+        Err(PublishError::Stale { .. }) => Ok(None),
+        Err(PublishError::Unreachable(why)) => Err(ConnectError::Watch(why)),
+    }
+}
