@@ -65,8 +65,14 @@ enum Command {
         /// The application's name
         name: String,
         /// Replace only this instance (its id in `rein status`), by a new one started beside it
-        #[arg(long)]
+        #[arg(long, conflicts_with = "fleet")]
         instance: Option<u64>,
+        /// Reload it on every node of the fleet, a batch of nodes at a time
+        #[arg(long)]
+        fleet: bool,
+        /// With --fleet: how many nodes reload at once
+        #[arg(long, default_value_t = 1, requires = "fleet", value_parser = clap::value_parser!(u16).range(1..))]
+        batch: u16,
         #[command(flatten)]
         control: ControlArgs,
     },
@@ -133,8 +139,10 @@ pub struct ControlArgs {
 }
 
 impl ControlArgs {
+    /// Absolute: applications get paths under it (Node's preload) and run in their own directories.
     fn state_dir(&self) -> PathBuf {
-        self.state.clone().unwrap_or_else(default_state_dir)
+        let dir = self.state.clone().unwrap_or_else(default_state_dir);
+        std::path::absolute(&dir).unwrap_or(dir)
     }
 
     fn control_addr(&self) -> ControlAddr {
@@ -280,11 +288,17 @@ pub fn main() -> ExitCode {
         Command::Reload {
             name,
             instance,
+            fleet,
+            batch,
             control,
         } => {
             let app = format!("/control/applications/{}", encode_segment(&name));
             let path = match instance {
                 Some(id) => format!("{app}/instances/{id}/restart"),
+                None if fleet => format!(
+                    "/fleet/applications/{}/restart?batch={batch}",
+                    encode_segment(&name)
+                ),
                 None => format!("{app}/restart"),
             };
             client::show(&control.client(), &path)

@@ -6,7 +6,7 @@
 //! one gets 412. Each node follows the key ([`follow`]) and hands each new document to the engine's one change
 //! path, which also saves it in the node's state directory: with etcd unreachable a node keeps serving, and
 //! restarts from, that local copy. Each node reports what it serves under a lease ([`report`]), and any node
-//! reads all the reports ([`view`]).
+//! reads all the reports ([`view`]). A rolling reload goes through etcd too ([`rolling`]).
 //!
 //! One key rather than one key per field (as Traefik and APISIX keep theirs) is what makes a change atomic,
 //! and it makes catching up after an outage one read: only the latest document matters.
@@ -15,6 +15,7 @@ mod connect;
 mod follow;
 mod publish;
 mod report;
+mod rolling;
 mod view;
 
 use std::sync::Arc;
@@ -25,12 +26,15 @@ use tokio_util::sync::CancellationToken;
 pub use connect::{ConnectError, Options};
 pub(crate) use publish::PublishError;
 pub(crate) use report::Report;
+pub(crate) use rolling::NodeReload;
 
 use crate::engine::Engine;
 
 /// The keys of one fleet and one node in it.
 #[derive(Debug, Clone)]
 struct Keys {
+    /// `/rein/NAME/`, under which every key of the fleet is.
+    root: String,
     config: String,
     nodes: String,
     node: String,
@@ -38,11 +42,12 @@ struct Keys {
 
 impl Keys {
     fn new(fleet: &str, node: &str) -> Keys {
-        let root = format!("/rein/{fleet}");
+        let root = format!("/rein/{fleet}/");
         Keys {
-            config: format!("{root}/config"),
-            nodes: format!("{root}/nodes/"),
-            node: format!("{root}/nodes/{node}"),
+            config: format!("{root}config"),
+            nodes: format!("{root}nodes/"),
+            node: format!("{root}nodes/{node}"),
+            root,
         }
     }
 }
@@ -144,6 +149,7 @@ pub fn spawn(
     tokio::spawn(async move {
         let follow = follow::run(&fleet, &engine, &stop);
         let report = report::run(&fleet, &stop);
-        tokio::join!(follow, report);
+        let orders = rolling::carry_out(&fleet, &engine, &stop);
+        tokio::join!(follow, report, orders);
     })
 }

@@ -12,9 +12,9 @@ use super::{ConnectError, Fleet, Report};
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The fleet's revision and the live nodes' reports, as etcd holds them.
-struct Reading {
+pub(super) struct Reading {
     revision: Option<i64>,
-    nodes: BTreeMap<String, Report>,
+    pub(super) nodes: BTreeMap<String, Report>,
     /// etcd's revision when it was read: where a watch for what comes next starts.
     now: i64,
 }
@@ -83,7 +83,7 @@ impl Fleet {
         })
     }
 
-    async fn read(&self) -> Result<Reading, ConnectError> {
+    pub(super) async fn read(&self) -> Result<Reading, ConnectError> {
         let mut client = self.client().await?;
         let config = client.get(self.keys.config.as_str(), None).await?;
         let revision = config
