@@ -29,6 +29,15 @@ impl Challenges {
         }
     }
 
+    /// Adds or removes a token published elsewhere (by another node of the fleet), with no guard: its owner
+    /// withdraws it.
+    pub(super) fn mirror(&self, token: &str, key_authorization: Option<&str>) {
+        match key_authorization {
+            Some(ka) => self.write().insert(token.to_owned(), ka.to_owned()),
+            None => self.write().remove(token),
+        };
+    }
+
     /// The answer to a request for a pending token; `None` for any other request, which is routed as usual.
     pub fn answer(&self, request: &RequestInfo) -> Option<Response<Body>> {
         if request.method != Method::GET && request.method != Method::HEAD {

@@ -18,16 +18,19 @@ use rustls::sign::CertifiedKey;
 
 use super::challenge::{self, Challenges};
 use super::config::{KeyKind, Managed, Proof};
+use crate::fleet::Fleet;
 use crate::tls::{Bundle, validation};
 
 /// How long the CA may take to validate the challenges, and then to sign.
 const VALIDATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Obtains a new bundle for `managed` from the CA `account` is registered with.
+/// In a fleet, each HTTP-01 token is also shared with the other nodes, which the CA may reach instead.
 pub async fn issue(
     account: &Account,
     managed: &Managed,
     challenges: &Challenges,
+    fleet: Option<&Fleet>,
 ) -> Result<Bundle, AcmeError> {
     let identifiers: Vec<Identifier> = managed
         .names
@@ -36,12 +39,29 @@ pub async fn issue(
         .collect();
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
     // Held until the order is settled: the CA may look at a token more than once (from several vantage points).
-    let published = prove(&mut order, managed.challenge, challenges).await?;
+    let mut shared = Vec::new();
+    let proved = prove(
+        &mut order,
+        managed.challenge,
+        challenges,
+        fleet,
+        &mut shared,
+    )
+    .await;
     let retries = RetryPolicy::new()
         .initial_delay(Duration::from_millis(250))
         .timeout(VALIDATION_TIMEOUT);
-    let status = order.poll_ready(&retries).await?;
-    drop(published);
+    let status = match &proved {
+        Ok(_) => order.poll_ready(&retries).await.map_err(AcmeError::from),
+        Err(_) => Ok(OrderStatus::Invalid),
+    };
+    if let Some(fleet) = fleet {
+        for token in &shared {
+            fleet.share_challenge(token, None).await;
+        }
+    }
+    drop(proved?);
+    let status = status?;
     if status != OrderStatus::Ready {
         return Err(AcmeError::Refused(why_invalid(&mut order).await));
     }
@@ -65,6 +85,8 @@ async fn prove(
     order: &mut Order,
     proof: Proof,
     challenges: &Challenges,
+    fleet: Option<&Fleet>,
+    shared: &mut Vec<String>,
 ) -> Result<Vec<Published>, AcmeError> {
     let mut published = Vec::new();
     let mut authorizations = order.authorizations();
@@ -94,7 +116,15 @@ async fn prove(
         let key_authorization = challenge.key_authorization();
         published.push(match proof {
             Proof::Http01 => {
-                Published::Http01(challenges.publish(&challenge.token, key_authorization.as_str()))
+                let token = challenge.token.clone();
+                let guard = challenges.publish(&token, key_authorization.as_str());
+                if let Some(fleet) = fleet {
+                    fleet
+                        .share_challenge(&token, Some(key_authorization.as_str()))
+                        .await;
+                    shared.push(token);
+                }
+                Published::Http01(guard)
             }
             Proof::TlsAlpn01 => {
                 let key = validation_key(&name, key_authorization.digest().as_ref())?;

@@ -59,6 +59,11 @@ impl Acme {
         // A stored permit: a change made while the task is busy is seen when it next waits.
         self.changed.notify_one();
     }
+
+    /// Answers (or, with `None`, stops answering) an HTTP-01 token another node of the fleet published.
+    pub(crate) fn mirror_challenge(&self, token: &str, key_authorization: Option<&str>) {
+        self.challenges.mirror(token, key_authorization);
+    }
 }
 
 /// Why an issuance or renewal failed; the bundle already there keeps serving.
@@ -84,6 +89,8 @@ pub enum AcmeError {
     Install(crate::engine::CertError),
     #[error("no answer from the CA within {} seconds", .0.as_secs())]
     Timeout(Duration),
+    #[error("cannot coordinate with the fleet: {0}")]
+    Fleet(crate::fleet::ConnectError),
 }
 
 /// An error and its causes on one line: a connection failure says why ("Connection refused") only in its

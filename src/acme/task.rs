@@ -191,6 +191,59 @@ impl Task {
         managed: &Managed,
         conf: &AcmeConf,
     ) -> Result<i64, AcmeError> {
+        let engine = self.engine.clone();
+        let Some(fleet) = engine.fleet() else {
+            return self.order(name, managed, conf).await;
+        };
+        // One node of the fleet orders at a time; the others find its bundle when they get the lock.
+        let lock = fleet.lock_issuance(name).await.map_err(AcmeError::Fleet)?;
+        let outcome = match self.issued_by_fleet(fleet, name, managed, conf).await {
+            Ok(Some(expires)) => Ok(expires),
+            Ok(None) => self.order(name, managed, conf).await,
+            Err(e) => Err(e),
+        };
+        lock.release().await;
+        outcome
+    }
+
+    /// The fleet's bundle `name`, read from etcd, when another node already issued one that is not due: it is
+    /// installed here and nothing is ordered.
+    async fn issued_by_fleet(
+        &self,
+        fleet: &crate::fleet::Fleet,
+        name: &str,
+        managed: &Managed,
+        conf: &AcmeConf,
+    ) -> Result<Option<i64>, AcmeError> {
+        let pem = fleet
+            .fetch_certificate(name)
+            .await
+            .map_err(AcmeError::Fleet)?;
+        let Some(pem) = pem else { return Ok(None) };
+        let Ok(bundle) = Bundle::parse(&pem, Some(crate::tls::now())) else {
+            return Ok(None);
+        };
+        let fresh = covers(&bundle, managed)
+            && schedule::renewal_due(bundle.not_before(), bundle.not_after(), conf.renew_before)
+                > crate::tls::now();
+        if !fresh {
+            return Ok(None);
+        }
+        tracing::info!(
+            certificate = name,
+            "ACME: another node of the fleet issued this certificate"
+        );
+        self.engine.adopt_certificate(name, Some(&pem)).await;
+        Ok(Some(bundle.not_after()))
+    }
+
+    /// Orders a bundle for `name` from the CA and installs it.
+    async fn order(
+        &mut self,
+        name: &str,
+        managed: &Managed,
+        conf: &AcmeConf,
+    ) -> Result<i64, AcmeError> {
         let renewing = self.engine.certificate(name).await.is_some();
         tracing::info!(certificate = name, names = ?managed.names, renewing, "ACME: requesting a certificate");
         let bundle = self.obtain(managed, conf).await?;
@@ -205,13 +258,15 @@ impl Task {
     /// One order, with the account registered first if need be, and registered again if the CA forgot it.
     async fn obtain(&mut self, managed: &Managed, conf: &AcmeConf) -> Result<Bundle, AcmeError> {
         let account = self.account(conf).await?;
-        match issue::issue(&account, managed, &self.acme.challenges).await {
+        let engine = self.engine.clone();
+        let fleet = engine.fleet();
+        match issue::issue(&account, managed, &self.acme.challenges, fleet).await {
             Err(AcmeError::Protocol(e)) if account::is_gone(&e) => {
                 tracing::warn!(directory = %conf.directory, "ACME: the CA no longer knows the saved account; registering again");
                 self.account = None;
                 account::forget(&self.dir, conf)?;
                 let account = self.account(conf).await?;
-                issue::issue(&account, managed, &self.acme.challenges).await
+                issue::issue(&account, managed, &self.acme.challenges, fleet).await
             }
             other => other,
         }

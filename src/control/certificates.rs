@@ -58,7 +58,11 @@ fn cert_error(e: &CertError) -> Response<Body> {
         CertError::NotFound => StatusCode::NOT_FOUND,
         CertError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         CertError::Save(_) | CertError::Apply(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        CertError::Unreachable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let detail = std::error::Error::source(e).map(ToString::to_string);
+    let detail = match e {
+        CertError::Unreachable(why) => Some(why.clone()),
+        e => std::error::Error::source(e).map(ToString::to_string),
+    };
     fail(status, &e.to_string(), detail)
 }

@@ -122,6 +122,9 @@ pub enum CertError {
     Save(#[source] std::io::Error),
     #[error("Failed to apply the certificate.")]
     Apply(#[source] ConfigError),
+    /// In a fleet whose etcd cannot be reached: the change would apply to this node alone.
+    #[error("The fleet's etcd is unreachable; nothing changed.")]
+    Unreachable(String),
 }
 
 struct Current {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{EventType, WatchOptions};
+use etcd_client::{EventType, GetOptions, WatchOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::{ConnectError, Fleet, Link, PublishError};
@@ -59,18 +59,20 @@ async fn follow(fleet: &Fleet, engine: &Engine) -> ConnectError {
     }
 }
 
-/// One watch from `from`: applies what it sees; returns the revision to watch from after a compaction.
+/// One watch from `from` over the document and the certificates: applies what it sees; returns the revision
+/// to watch from after a compaction.
 async fn watch(
     fleet: &Fleet,
     engine: &Engine,
     client: &mut etcd_client::Client,
     mut from: i64,
 ) -> Result<i64, ConnectError> {
-    let key = fleet.keys.config.as_str();
+    let (start, end) = fleet.document_range();
     let options = WatchOptions::new()
+        .with_range(end)
         .with_start_revision(from)
         .with_progress_notify();
-    let mut stream = client.watch(key, Some(options)).await?;
+    let mut stream = client.watch(start, Some(options)).await?;
     fleet.set_link(Link {
         connected: true,
         error: None,
@@ -87,22 +89,25 @@ async fn watch(
         if answer.canceled() {
             return Err(ConnectError::Watch(answer.cancel_reason().to_owned()));
         }
-        let newest = answer
-            .events()
-            .iter()
-            .rev()
-            .find_map(|e| Some((e.event_type(), e.kv()?)));
-        match newest {
-            Some((EventType::Put, kv)) => {
-                engine.adopt(kv.value(), kv.mod_revision()).await;
-                from = kv.mod_revision() + 1;
+        let mut newest = None;
+        for event in answer.events() {
+            let Some(kv) = event.kv() else { continue };
+            from = from.max(kv.mod_revision() + 1);
+            // Bundles first, in order: a document names only bundles written before it.
+            if let Some(name) = fleet.certificate_name(kv.key()) {
+                let pem = (event.event_type() == EventType::Put).then(|| kv.value());
+                engine.adopt_certificate(name, pem).await;
+            } else {
+                newest = Some((event.event_type(), kv));
             }
-            Some((EventType::Delete, kv)) => {
-                from = kv.mod_revision() + 1;
+        }
+        match newest {
+            Some((EventType::Put, kv)) => engine.adopt(kv.value(), kv.mod_revision()).await,
+            Some((EventType::Delete, _)) => {
                 tracing::warn!(
                     "the fleet's document was deleted from etcd; this node puts back the one it serves"
                 );
-                seed(engine).await?;
+                seed(fleet, engine).await?;
             }
             None => {
                 if let Some(h) = answer.header() {
@@ -114,38 +119,54 @@ async fn watch(
     Err(ConnectError::Watch("etcd ended the watch".to_owned()))
 }
 
-/// Reads the fleet's document and applies it if it is newer than what this node dealt with; seeds the fleet
-/// when it has none. Returns the revision to watch from.
+/// Reads the fleet's document and certificates (one consistent reading) and applies them if newer than
+/// what this node dealt with; seeds the fleet when it has no document. Returns the revision to watch from.
 async fn read(
     fleet: &Fleet,
     engine: &Engine,
     client: &mut etcd_client::Client,
 ) -> Result<i64, ConnectError> {
     loop {
-        let got = client.get(fleet.keys.config.as_str(), None).await?;
+        let (start, end) = fleet.document_range();
+        let got = client
+            .get(start, Some(GetOptions::new().with_range(end)))
+            .await?;
         let now = got.header().map_or(0, |h| h.revision());
-        match got.kvs().first() {
-            Some(kv) => {
-                if engine
-                    .fleet_seen()
-                    .await
-                    .is_none_or(|seen| seen < kv.mod_revision())
-                {
-                    engine.adopt(kv.value(), kv.mod_revision()).await;
-                }
-                return Ok(now + 1);
-            }
-            None => {
-                if let Some(revision) = seed(engine).await? {
-                    return Ok(revision + 1);
-                }
+        let mut bundles = Vec::new();
+        let mut document = None;
+        for kv in got.kvs() {
+            match fleet.certificate_name(kv.key()) {
+                Some(name) => bundles.push((name.to_owned(), kv.value().to_vec())),
+                None => document = Some(kv),
             }
         }
+        let Some(kv) = document else {
+            if let Some(revision) = seed(fleet, engine).await? {
+                return Ok(revision + 1);
+            }
+            continue;
+        };
+        engine.adopt_certificates(bundles).await;
+        if engine
+            .fleet_seen()
+            .await
+            .is_none_or(|seen| seen < kv.mod_revision())
+        {
+            engine.adopt(kv.value(), kv.mod_revision()).await;
+        }
+        return Ok(now + 1);
     }
 }
 
-/// Publishes this node's document as the fleet's first. `None` when another node seeded it first.
-async fn seed(engine: &Engine) -> Result<Option<i64>, ConnectError> {
+/// Publishes this node's document and certificates as the fleet's first. `None` when another node seeded it
+/// first.
+async fn seed(fleet: &Fleet, engine: &Engine) -> Result<Option<i64>, ConnectError> {
+    for (name, pem) in engine.certificate_pems().await {
+        fleet
+            .put_certificate(&name, &pem, true)
+            .await
+            .map_err(|e| ConnectError::Watch(e.to_string()))?;
+    }
     match engine.seed_fleet().await {
         Ok(revision) => {
             tracing::info!(

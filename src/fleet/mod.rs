@@ -11,6 +11,8 @@
 //! One key rather than one key per field (as Traefik and APISIX keep theirs) is what makes a change atomic,
 //! and it makes catching up after an outage one read: only the latest document matters.
 
+mod certificates;
+mod challenges;
 mod connect;
 mod follow;
 mod publish;
@@ -150,6 +152,7 @@ pub fn spawn(
         let follow = follow::run(&fleet, &engine, &stop);
         let report = report::run(&fleet, &stop);
         let orders = rolling::carry_out(&fleet, &engine, &stop);
-        tokio::join!(follow, report, orders);
+        let tokens = challenges::follow(&fleet, &engine, &stop);
+        tokio::join!(follow, report, orders, tokens);
     })
 }

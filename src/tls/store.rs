@@ -48,6 +48,14 @@ impl Certificates {
         next
     }
 
+    /// Each bundle's name and PEM (chain and key).
+    pub(crate) fn pems(&self) -> Vec<(String, Vec<u8>)> {
+        self.bundles
+            .iter()
+            .map(|(name, b)| (name.clone(), b.pem().to_vec()))
+            .collect()
+    }
+
     /// Each bundle's leaf expiry, in seconds since the epoch.
     pub(crate) fn expiry(&self) -> Vec<(String, i64)> {
         self.bundles
