@@ -128,14 +128,23 @@ impl StateDir {
             .flatten()
     }
 
-    /// Records that `conf.json` is the fleet `fleet`'s document at `revision`.
+    /// Records that `conf.json` is the fleet `fleet`'s document at `revision`. Not fsynced: after a crash, an
+    /// older revision (or none) only makes the node read or replay more of the fleet's history at start.
     pub fn save_revision(&self, fleet: &str, revision: i64) -> Result<(), StateError> {
         let path = self.dir.join(FLEET);
         let tmp = self.dir.join(format!(".{FLEET}.tmp"));
         let text = serde_json::json!({"fleet": fleet, "revision": revision}).to_string();
-        write_private(&tmp, text.as_bytes())
-            .and_then(|()| fs::rename(&tmp, &path))
-            .map_err(|source| StateError::Write { path, source })
+        let write = || -> io::Result<()> {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(text.as_bytes())?;
+            fs::rename(&tmp, &path)
+        };
+        write().map_err(|source| StateError::Write { path, source })
     }
 }
 

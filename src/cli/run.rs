@@ -254,7 +254,7 @@ async fn fleet_document(
 ) -> (Value, Origin, Option<i64>) {
     match fleet.fetch(FLEET_START_WAIT).await {
         Ok(Some((doc, revision))) => {
-            if matches!(origin, Origin::File) {
+            if matches!(origin, Origin::File) && doc != local {
                 tracing::warn!("the fleet has a configuration: serving it, not --config's");
             }
             tracing::info!(

@@ -242,6 +242,54 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn the_fleet_view_is_one_row_per_node_with_its_state() {
+        let view = json!({
+            "name": "web", "node": "a", "etcd": {"connected": true, "error": null}, "revision": 9,
+            "nodes": {
+                "a": {"revision": 9, "generation": 3, "applied": true, "refused": null, "error": null, "host": "h1"},
+                "b": {"revision": 7, "generation": 2, "applied": false, "refused": 9,
+                      "error": "cannot listen on *:80", "host": "h2"},
+                "c": {"revision": 7, "generation": 2, "applied": false, "refused": null, "error": null, "host": "h3"}
+            }
+        });
+        let text = super::render_fleet(&view);
+        let row = |node: &str| {
+            let line = text.lines().find(|l| l.starts_with(node)).unwrap();
+            line.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            text.starts_with("fleet web (seen from a): revision 9"),
+            "{text}"
+        );
+        assert_eq!(row("a ")[..4], ["a", "9", "3", "applied"]);
+        assert_eq!(row("b ")[..4], ["b", "7", "2", "refused"]);
+        assert!(text.contains("cannot listen on *:80"), "{text}");
+        assert_eq!(row("c ")[3], "behind");
+        assert!(!text.contains("unreachable"), "{text}");
+    }
+
+    #[test]
+    fn without_etcd_the_fleet_view_says_so() {
+        let view = json!({
+            "name": "web", "node": "a", "etcd": {"connected": false, "error": "etcd did not answer in time"},
+            "revision": null,
+            "nodes": {"a": {"revision": 9, "generation": 3, "applied": false, "refused": null, "error": null}}
+        });
+        let text = super::render_fleet(&view);
+        assert!(
+            text.contains("etcd unreachable (etcd did not answer in time)"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("a ") && l.contains("unknown")),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn instances_listeners_and_upstreams_are_rows() {
         let status = json!({
             "connections": {"accepted": 3, "active": 1, "idle": 0, "closed": 2, "refused": 0},

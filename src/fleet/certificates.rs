@@ -18,7 +18,8 @@ impl Fleet {
     }
 
     /// The range one watch follows: every certificate and the document (`certificates/` sorts before
-    /// `config`, and no other key of the fleet sorts between them).
+    /// `config`, and no other key of the fleet may sort between them: `acme/`, `nodes/`, `orders/` and
+    /// `outcomes/` sort outside).
     pub(super) fn document_range(&self) -> (String, String) {
         (
             self.certificates_prefix(),
@@ -90,7 +91,7 @@ impl Fleet {
                 }
             }
         });
-        let name = format!("{}locks/acme/{name}", self.keys.root);
+        let name = format!("{}acme/locks/{name}", self.keys.root);
         let locked = client
             .lock(name, Some(LockOptions::new().with_lease(lease)))
             .await;

@@ -1,5 +1,5 @@
 //! ACME HTTP-01 tokens shared by the fleet: the node that orders a certificate puts each token under
-//! `/rein/NAME/challenges/TOKEN`, and every node answers it, since the CA reaches whichever node the load
+//! `/rein/NAME/acme/challenges/TOKEN`, and every node answers it, since the CA reaches whichever node the load
 //! balancer sends it to.
 
 use std::time::Duration;
@@ -37,7 +37,7 @@ impl Fleet {
     }
 
     pub(super) fn challenges_prefix(&self) -> String {
-        format!("{}challenges/", self.keys.root)
+        format!("{}acme/challenges/", self.keys.root)
     }
 }
 

@@ -97,7 +97,7 @@ async fn watch(
             if let Some(name) = fleet.certificate_name(kv.key()) {
                 let pem = (event.event_type() == EventType::Put).then(|| kv.value());
                 engine.adopt_certificate(name, pem).await;
-            } else {
+            } else if kv.key() == fleet.keys.config.as_bytes() {
                 newest = Some((event.event_type(), kv));
             }
         }
@@ -137,7 +137,8 @@ async fn read(
         for kv in got.kvs() {
             match fleet.certificate_name(kv.key()) {
                 Some(name) => bundles.push((name.to_owned(), kv.value().to_vec())),
-                None => document = Some(kv),
+                None if kv.key() == fleet.keys.config.as_bytes() => document = Some(kv),
+                None => {}
             }
         }
         let Some(kv) = document else {

@@ -156,3 +156,44 @@ pub fn spawn(
         tokio::join!(follow, report, orders, tokens);
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet() -> Fleet {
+        Fleet::new(Options {
+            endpoints: vec!["http://127.0.0.1:2379".to_owned()],
+            fleet: "web".to_owned(),
+            node: "n1".to_owned(),
+            user: None,
+            ca: None,
+            identity: None,
+        })
+    }
+
+    #[test]
+    fn one_range_holds_the_document_and_the_certificates_and_nothing_else() {
+        let fleet = fleet();
+        let (start, end) = fleet.document_range();
+        let inside = |key: &str| key >= start.as_str() && key < end.as_str();
+        assert!(inside("/rein/web/config"));
+        assert!(inside("/rein/web/certificates/site"));
+        for other in [
+            fleet.keys.node.clone(),
+            format!("{}orders/n1", fleet.keys.root),
+            format!("{}outcomes/n1", fleet.keys.root),
+            format!("{}tok", fleet.challenges_prefix()),
+            format!("{}acme/locks/site/1", fleet.keys.root),
+            "/rein/web2/config".to_owned(),
+            "/rein/we/config".to_owned(),
+        ] {
+            assert!(!inside(&other), "{other} is in the document's range");
+        }
+        assert_eq!(
+            fleet.certificate_name(b"/rein/web/certificates/site"),
+            Some("site")
+        );
+        assert_eq!(fleet.certificate_name(b"/rein/web/config"), None);
+    }
+}

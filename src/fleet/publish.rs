@@ -38,21 +38,29 @@ impl Fleet {
         };
         let deadline = tokio::time::Instant::now() + patience;
         let mut pause = Duration::from_millis(50);
+        let mut retried = false;
         loop {
-            match self.try_publish(&text, base).await {
+            match self.try_publish(&text, base, retried).await {
                 Err(PublishError::Unreachable(why))
                     if tokio::time::Instant::now() + pause < deadline =>
                 {
                     tracing::debug!(error = %why, "etcd refused a write; trying again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(800));
+                    retried = true;
                 }
                 result => return result,
             }
         }
     }
 
-    async fn try_publish(&self, text: &[u8], base: Option<i64>) -> Result<i64, PublishError> {
+    /// One attempt; `retried`: an earlier attempt may have landed without its answer reaching this node.
+    async fn try_publish(
+        &self,
+        text: &[u8],
+        base: Option<i64>,
+        retried: bool,
+    ) -> Result<i64, PublishError> {
         let key = self.keys.config.as_str();
         let unreachable = |e: &dyn std::fmt::Display| PublishError::Unreachable(e.to_string());
         let mut client = self.client().await.map_err(|e| unreachable(&e))?;
@@ -76,7 +84,7 @@ impl Fleet {
             _ => None,
         });
         // A retried write whose first attempt landed (its answer lost) finds its own document.
-        if let Some(kv) = current.as_ref().filter(|kv| kv.value() == text) {
+        if let Some(kv) = current.as_ref().filter(|kv| retried && kv.value() == text) {
             return Ok(kv.mod_revision());
         }
         let current = current

@@ -117,3 +117,21 @@ async fn hold(fleet: &Fleet, stop: &CancellationToken) -> Result<(), ConnectErro
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Report;
+
+    #[test]
+    fn a_revision_is_handled_once_applied_or_refused() {
+        let mut r = Report::starting();
+        assert!(!r.handled(5));
+        r.revision = Some(4);
+        assert!(!r.handled(5));
+        r.refused = Some(5);
+        assert!(r.handled(5));
+        r.refused = None;
+        r.revision = Some(6);
+        assert!(r.handled(5));
+    }
+}

@@ -142,30 +142,33 @@ impl Fleet {
         spread
     }
 
-    /// Fills `nodes` with the live nodes' reports, as they change, until each handled `revision`.
+    /// Fills `nodes` with the live nodes' reports, as they change, until each handled `revision`. The watch
+    /// is opened before the reading, from "now": one started at a past revision may lag (etcd catches such
+    /// watchers up only every 100 ms); the events the reading already holds are skipped.
     async fn wait_handled(
         &self,
         revision: i64,
         nodes: &mut BTreeMap<String, Report>,
     ) -> Result<(), ConnectError> {
+        let mut client = self.client().await?;
+        let options = WatchOptions::new().with_prefix();
+        let mut stream = client
+            .watch(self.keys.nodes.as_str(), Some(options))
+            .await?;
         let reading = self.read().await?;
         *nodes = reading.nodes;
         if nodes.values().all(|r| r.handled(revision)) {
             return Ok(());
         }
-        let mut client = self.client().await?;
-        let options = WatchOptions::new()
-            .with_prefix()
-            .with_start_revision(reading.now + 1);
-        let mut stream = client
-            .watch(self.keys.nodes.as_str(), Some(options))
-            .await?;
         while let Some(answer) = stream.message().await? {
             for event in answer.events() {
                 let Some(kv) = event.kv() else { continue };
                 let Some(name) = self.node_name(kv.key()) else {
                     continue;
                 };
+                if kv.mod_revision() != 0 && kv.mod_revision() <= reading.now {
+                    continue;
+                }
                 match (
                     event.event_type(),
                     serde_json::from_slice::<Report>(kv.value()),

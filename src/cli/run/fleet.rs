@@ -75,3 +75,18 @@ fn key_segment(name: &str) -> Result<String, String> {
         Err("use letters, digits, '.', '_' and '-' only".to_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::key_segment;
+
+    #[test]
+    fn names_are_one_key_segment() {
+        for ok in ["web", "web-1", "eu_west.2"] {
+            assert!(key_segment(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "é"] {
+            assert!(key_segment(bad).is_err(), "{bad:?}");
+        }
+    }
+}
