@@ -1,13 +1,15 @@
 //! A 3-member etcd cluster (Debian's `etcd` 3.4) started by a test in a temp dir, and the faults the fleet
 //! tests inflict on it: a member killed and restarted, the whole cluster stopped, a compaction.
 //!
-//! Ports are found free by binding port 0 and releasing it (etcd cannot bind 0). Client URLs listen on every
-//! address, so that rein nodes in network namespaces reach them through their veth's host side, and are
-//! advertised on 127.0.0.1; peer URLs stay on 127.0.0.1. Every wait is a deadline on `etcdctl`'s answer.
+//! etcd cannot bind port 0: its ports are found free by binding them and releasing them, below the kernel's
+//! ephemeral range. Client URLs listen on every address, so that rein nodes in network namespaces reach them
+//! through their veth's host side, and are advertised on 127.0.0.1; peer URLs stay on 127.0.0.1. Every wait is
+//! a deadline on `etcdctl`'s answer.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -273,10 +275,25 @@ fn etcdctl(endpoints: &str, args: &[&str]) -> Output {
         .expect("run etcdctl (Debian's etcd-client)")
 }
 
+/// A port free now, below the kernel's ephemeral range: a port from that range, released, may be taken as the
+/// source port of any outgoing connection (etcd's own, between members of another test's cluster) before etcd
+/// binds it. Candidates are spread by the test process's pid, so that parallel runs rarely try the same ones.
 fn free_port() -> u16 {
-    TcpListener::bind("0.0.0.0:0")
-        .expect("bind port 0")
-        .local_addr()
-        .expect("bound address")
-        .port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (low, span) = (10_000, ephemeral.saturating_sub(10_000).max(1));
+    let seed = std::process::id().wrapping_mul(7919);
+    for _ in 0..1000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let Ok(port) = u16::try_from(low + seed.wrapping_add(n) % span) else {
+            continue;
+        };
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below {ephemeral}");
 }

@@ -23,12 +23,12 @@ fn no_request_fails_while_the_configuration_changes_and_an_etcd_member_restarts(
     let loads: Vec<Load> = fleet
         .nodes
         .iter()
-        .map(|n| Load::start_keyed(n.addr(PORT), &["/", "/"], served_doc))
+        .map(|n| Load::start_keyed(n.addr(PORT), &["/"], served_doc))
         .collect();
-    let started = Instant::now();
     let mut killed = None;
     for step in 1..=CHANGES {
         let node = &fleet.nodes[step as usize % fleet.nodes.len()];
+        let step_started = Instant::now();
         write_until_accepted(node, &doc(&format!("v{step}")));
         match step {
             2 => {
@@ -39,8 +39,9 @@ fn no_request_fails_while_the_configuration_changes_and_an_etcd_member_restarts(
             5 => fleet.etcd.start(killed.take().expect("a member killed")),
             _ => {}
         }
-        // Pacing, not waiting for a condition: one change a second.
-        let next = started + Duration::from_secs(step.into());
+        // Pacing, not waiting for a condition: a change a second at most (a write may take longer while etcd
+        // elects a leader).
+        let next = step_started + Duration::from_secs(1);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
     }
     let last = format!("v{CHANGES}");
@@ -53,7 +54,12 @@ fn no_request_fails_while_the_configuration_changes_and_an_etcd_member_restarts(
         let (ok, failures) = load.finish();
         eprintln!("node {}: answers by document {ok:?}", node.name);
         assert_no_failures(&ok, &failures);
-        assert!(ok.len() > 2, "node {} saw the changes: {ok:?}", node.name);
+        // A node may skip a document it learns of together with a newer one (after etcd's leader died).
+        assert!(
+            ok.len() > CHANGES as usize / 2,
+            "node {} served the changes: {ok:?}",
+            node.name
+        );
     }
     fleet.wait_converged();
     let etags = fleet.etags();
