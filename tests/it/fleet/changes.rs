@@ -5,6 +5,14 @@ use serde_json::{Value, json};
 
 use super::node::PORT;
 use super::{Fleet, doc, names};
+use crate::harness::Rein;
+
+/// A rein started without `--etcd` has no fleet view.
+#[test]
+fn without_etcd_there_is_no_fleet_view() {
+    let rein = Rein::start();
+    assert_eq!(rein.api("GET", "/fleet", None).0, 404);
+}
 
 /// A change through node a answers once every node applied it (`?wait=fleet`); then b and c serve it, every
 /// node answers the same document with the same ETag, and etcd holds it under the fleet's key.

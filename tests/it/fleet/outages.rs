@@ -114,3 +114,25 @@ fn a_node_whose_revision_was_compacted_rereads_the_document() {
     let etags = fleet.etags();
     assert!(etags.values().all(|e| *e == etags["a"]), "{etags:?}");
 }
+
+/// A node that stops leaves the fleet view once its lease expires, and a write then waits for the others only.
+#[test]
+fn a_stopped_node_leaves_the_fleet_view_when_its_lease_expires() {
+    let Some(mut fleet) = Fleet::start("departure") else {
+        return;
+    };
+    drop(fleet.nodes.pop());
+    let a = &fleet.nodes[0];
+    wait_for("c's lease to expire", || {
+        a.fleet()["nodes"].get("c").is_none()
+    });
+    let (status, body) = a.put(&doc("v1"), None, "?wait=fleet");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&body["fleet"]["applied"]), ["a", "b"], "{body}");
+    assert_eq!(
+        names(&body["fleet"]["pending"]),
+        Vec::<String>::new(),
+        "{body}"
+    );
+    fleet.wait_served("v1");
+}
