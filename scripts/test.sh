@@ -21,7 +21,8 @@ command -v ruby >/dev/null && ruby -e 'require "sinatra/base"' 2>/dev/null || pa
 # Perl with ithreads (Debian's) runs the PSGI apps; Plack for the Plack::Builder apps (tests/apps/perl, examples/plack).
 command -v perl >/dev/null || packages+=(perl)
 perl -MPlack -e 1 2>/dev/null || packages+=(libplack-perl)
-# `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed);
+# `ip` and `unshare`: the welcome-page test runs rein in a network namespace of its own (port 8080 is fixed), and
+# the fleet tests each node (tests/it/fleet);
 # `ss` (iproute2 too): the backlog test reads the listening sockets' queue limits; `mount`: the read-only state
 # directory test binds it read-only in a mount namespace of rein's own.
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || packages+=(iproute2)

@@ -23,6 +23,29 @@ pub struct Rein {
     pub log: PathBuf,
     /// The control socket: `STATE/control.sock`, or the path of a `--control unix:PATH` argument.
     control: PathBuf,
+    /// The command that started rein, run again by [`Rein::restart`].
+    launch: Launch,
+}
+
+/// A command line that starts rein: the wrapper, rein's path and arguments, extra environment variables.
+struct Launch {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl Launch {
+    fn spawn(&self) -> Child {
+        let (program, args) = self.argv.split_first().expect("a program");
+        Command::new(program)
+            .args(args)
+            .env("REIN_LOG", "debug")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rein")
+    }
 }
 
 impl Rein {
@@ -73,29 +96,21 @@ impl Rein {
         if !default_user {
             args.extend(["--user".to_owned(), test_user()]);
         }
-        let rein = env!("CARGO_BIN_EXE_rein");
-        let mut command = match wrapper.split_first() {
-            Some((program, wrapper_args)) => {
-                let mut c = Command::new(program);
-                c.args(wrapper_args).arg(rein);
-                c
-            }
-            None => Command::new(rein),
+        let mut argv: Vec<String> = wrapper.iter().map(|w| w.to_string()).collect();
+        argv.push(env!("CARGO_BIN_EXE_rein").to_owned());
+        argv.extend(["run".to_owned(), "--state".to_owned()]);
+        argv.push(state.display().to_string());
+        argv.push("--log".to_owned());
+        argv.push(log.display().to_string());
+        argv.extend(args.iter().cloned());
+        let launch = Launch {
+            argv,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
-        let child = command
-            .arg("run")
-            .arg("--state")
-            .arg(&state)
-            .arg("--log")
-            .arg(&log)
-            .args(&args)
-            .env("REIN_LOG", "debug")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rein");
+        let child = launch.spawn();
         let control = args
             .iter()
             .skip_while(|a| *a != "--control")
@@ -108,6 +123,7 @@ impl Rein {
             state,
             log,
             control,
+            launch,
         }
     }
 
@@ -115,19 +131,31 @@ impl Rein {
         self.control.clone()
     }
 
-    /// Waits until the control API answers.
     /// Waits until the control API answers. Connecting is not enough: the socket accepts from the moment it is
     /// bound, before the applications' directories exist and the first configuration is applied.
     pub fn wait_ready(&self) {
-        wait_for("the control API", || {
-            let Ok(mut s) = UnixStream::connect(self.control()) else {
-                return false;
-            };
-            let mut answer = String::new();
-            s.write_all(b"GET /status HTTP/1.0\r\n\r\n").is_ok()
-                && s.read_to_string(&mut answer).is_ok()
-                && answer.split(' ').nth(1) == Some("200")
-        });
+        wait_for("the control API", || self.answers());
+    }
+
+    /// Whether the control API answers `GET /status` with 200.
+    pub fn answers(&self) -> bool {
+        let Ok(mut s) = UnixStream::connect(self.control()) else {
+            return false;
+        };
+        let mut answer = String::new();
+        s.write_all(b"GET /status HTTP/1.0\r\n\r\n").is_ok()
+            && s.read_to_string(&mut answer).is_ok()
+            && answer.split(' ').nth(1) == Some("200")
+    }
+
+    /// If rein has exited: its exit code and standard error (it is then no longer running).
+    pub fn exited(&mut self) -> Option<(Option<i32>, String)> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        let mut err = String::new();
+        if let Some(mut e) = self.child.take().and_then(|mut c| c.stderr.take()) {
+            let _ = e.read_to_string(&mut err);
+        }
+        Some((status.code(), err))
     }
 
     /// Runs `rein ARGS --state STATE` against this rein (the environment's control settings left out).
@@ -140,6 +168,17 @@ impl Rein {
             .env_remove("REIN_STATE")
             .output()
             .unwrap()
+    }
+
+    /// Kills rein (SIGKILL) and starts it again with the same command line, so on the same state directory;
+    /// waits until its API answers.
+    pub fn restart(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.child = Some(self.launch.spawn());
+        self.wait_ready();
     }
 
     pub fn pid(&self) -> u32 {

@@ -13,6 +13,7 @@ mod control;
 mod control_access;
 mod examples;
 mod exec_shim;
+mod fleet;
 mod history;
 mod hostile;
 mod http;
