@@ -25,6 +25,8 @@ pub struct Rein {
     control: PathBuf,
     /// The command that started rein, run again by [`Rein::restart`].
     launch: Launch,
+    /// How long an API request may wait for its answer (`None`: forever).
+    api_timeout: Option<Duration>,
 }
 
 /// A command line that starts rein: the wrapper, rein's path and arguments, extra environment variables.
@@ -124,7 +126,13 @@ impl Rein {
             log,
             control,
             launch,
+            api_timeout: None,
         }
+    }
+
+    /// Fails an API request that gets no answer within `timeout`, instead of waiting for it forever.
+    pub fn set_api_timeout(&mut self, timeout: Duration) {
+        self.api_timeout = Some(timeout);
     }
 
     pub fn control(&self) -> PathBuf {
@@ -233,8 +241,13 @@ impl Rein {
         req.push_str("\r\n");
         req.push_str(body);
         stream.write_all(req.as_bytes()).unwrap();
-        let r =
-            read_response(&mut BufReader::new(stream), method == "HEAD").expect("control response");
+        stream.set_read_timeout(self.api_timeout).unwrap();
+        let r = read_response(&mut BufReader::new(stream), method == "HEAD").unwrap_or_else(|| {
+            panic!(
+                "no answer from the control API to {method} {path} (waited at most {:?})",
+                self.api_timeout
+            )
+        });
         (r.status, r.headers, r.body)
     }
 

@@ -89,6 +89,26 @@ fn of_two_concurrent_writers_with_the_same_if_match_one_gets_412() {
     fleet.wait_served(winner);
 }
 
+/// Writes without `If-Match` carry no precondition: through alternating nodes, each right after the other
+/// (before the next node may have seen the previous write), every one is accepted and the last one wins.
+#[test]
+fn writes_without_if_match_through_alternating_nodes_are_all_accepted() {
+    let Some(fleet) = Fleet::start("alternating") else {
+        return;
+    };
+    let mut refused = Vec::new();
+    for i in 0..20 {
+        let node = &fleet.nodes[i % 2];
+        let (status, body) = node.put(&doc(&format!("v{i}")), None, "");
+        if status != 200 {
+            refused.push(format!("v{i} through {}: {status} {body}", node.name));
+        }
+    }
+    assert!(refused.is_empty(), "writes refused: {refused:#?}");
+    fleet.wait_served("v19");
+    fleet.wait_converged();
+}
+
 /// c's namespace has the port of the new listener taken: the change through a succeeds, a and b serve it, c
 /// keeps serving the previous document, and the answer, `/fleet` and `rein status --fleet` say c refused it
 /// and why (the address).

@@ -34,7 +34,7 @@ struct Member {
 impl Cluster {
     /// Starts the three members of a new cluster and waits until it is healthy.
     pub(crate) fn new() -> Cluster {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let dir = super::temp_dir();
         let members = (0..MEMBERS)
             .map(|i| Member {
                 name: format!("m{i}"),

@@ -132,6 +132,25 @@ pub(crate) fn doc(tag: &str) -> Value {
     })
 }
 
+/// A temp dir for etcd's data and the nodes' state and logs: in memory (/dev/shm) when it has room. etcd and
+/// rein sync what they write, and rein writes its log as it goes: on a machine whose disk is busy with other
+/// tests, one sync or one write can stall for longer than a test's deadline, which would fail the test for the
+/// disk's sake. A killed process's writes survive in memory as on disk (the kernel holds them).
+pub(crate) fn temp_dir() -> tempfile::TempDir {
+    // Each etcd member preallocates 64 MB of write-ahead log.
+    const ROOM: u64 = 1 << 30;
+    let shm = std::path::Path::new("/dev/shm");
+    let room = nix::sys::statvfs::statvfs(shm)
+        .map(|s| s.blocks_available() * s.fragment_size())
+        .unwrap_or(0);
+    let dir = if room >= ROOM {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    };
+    dir.expect("temp dir")
+}
+
 /// Why the fleet tests cannot run here, if they cannot.
 fn cannot_run() -> Option<String> {
     if !nix::unistd::Uid::effective().is_root() {

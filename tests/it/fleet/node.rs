@@ -36,12 +36,9 @@ impl Node {
         let urls = etcd.join(",");
         let mut args = vec!["--etcd", &urls, "--fleet", fleet, "--node", name];
         args.extend_from_slice(extra);
-        let mut rein = Rein::start_through(
-            tempfile::tempdir().expect("temp dir"),
-            &ns.wrapper(),
-            &args,
-            &[],
-        );
+        let mut rein = Rein::start_through(super::temp_dir(), &ns.wrapper(), &args, &[]);
+        // Longer than any fleet write may take (?wait=fleet waits up to 10 s), short of hanging the test.
+        rein.set_api_timeout(Duration::from_secs(30));
         wait_for(&format!("node {name}'s control API"), || {
             if let Some((code, stderr)) = rein.exited() {
                 panic!("node {name} exited ({code:?}): {stderr}");
@@ -111,6 +108,10 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            // A node that died says how: a panic's message is on its standard error, not in its log.
+            if let Some((code, stderr)) = self.rein.exited() {
+                eprintln!("=== node {} exited ({code:?}) ===\n{stderr}", self.name);
+            }
             // Only if it answers: a second panic here would abort the test binary.
             let fleet = std::os::unix::net::UnixStream::connect(self.rein.control())
                 .is_ok()

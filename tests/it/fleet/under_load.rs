@@ -30,13 +30,27 @@ fn no_request_fails_while_the_configuration_changes_and_an_etcd_member_restarts(
         let node = &fleet.nodes[step as usize % fleet.nodes.len()];
         let step_started = Instant::now();
         write_until_accepted(node, &doc(&format!("v{step}")));
+        // Shown if the test fails: how long each write took.
+        eprintln!(
+            "v{step} through {}: {:?}",
+            node.name,
+            step_started.elapsed()
+        );
         match step {
             2 => {
                 let leader = fleet.etcd.leader();
                 fleet.etcd.kill(leader);
+                eprintln!("etcd leader {leader} killed");
                 killed = Some(leader);
             }
-            5 => fleet.etcd.start(killed.take().expect("a member killed")),
+            5 => {
+                let member = killed.take().expect("a member killed");
+                fleet.etcd.start(member);
+                eprintln!(
+                    "etcd member {member} started again, {:?} into the step",
+                    step_started.elapsed()
+                );
+            }
             _ => {}
         }
         // Pacing, not waiting for a condition: a change a second at most (a write may take longer while etcd
