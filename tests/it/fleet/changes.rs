@@ -93,11 +93,12 @@ fn of_two_concurrent_writers_with_the_same_if_match_one_gets_412() {
 /// (before the next node may have seen the previous write), every one is accepted and the last one wins.
 #[test]
 fn writes_without_if_match_through_alternating_nodes_are_all_accepted() {
+    const WRITES: usize = 40;
     let Some(fleet) = Fleet::start("alternating") else {
         return;
     };
     let mut refused = Vec::new();
-    for i in 0..20 {
+    for i in 0..WRITES {
         let node = &fleet.nodes[i % 2];
         let (status, body) = node.put(&doc(&format!("v{i}")), None, "");
         if status != 200 {
@@ -105,7 +106,7 @@ fn writes_without_if_match_through_alternating_nodes_are_all_accepted() {
         }
     }
     assert!(refused.is_empty(), "writes refused: {refused:#?}");
-    fleet.wait_served("v19");
+    fleet.wait_served(&format!("v{}", WRITES - 1));
     fleet.wait_converged();
 }
 
