@@ -407,14 +407,7 @@ async fn reread(engine: &Engine, config: Option<&Path>) -> Result<(), Refused> {
         }
     };
     let result = engine
-        .change_from(
-            Source::Sighup,
-            |d| {
-                *d = doc;
-                Ok(())
-            },
-            ChangeOptions::default(),
-        )
+        .replace(Source::Sighup, doc, ChangeOptions::default())
         .await;
     match result {
         Ok(outcome) => {

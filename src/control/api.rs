@@ -77,11 +77,11 @@ pub(super) async fn config(call: Call) -> Response<Body> {
             };
             if method == Method::PUT {
                 engine
-                    .change(|doc| pointer::put(doc, &segs, value), opts)
+                    .change(|doc| pointer::put(doc, &segs, value.clone()), opts)
                     .await
             } else {
                 engine
-                    .change(|doc| pointer::post(doc, &segs, value), opts)
+                    .change(|doc| pointer::post(doc, &segs, value.clone()), opts)
                     .await
             }
         }

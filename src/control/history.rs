@@ -119,15 +119,6 @@ async fn rollback(req: Request<Incoming>, engine: &Engine, id: &str) -> Response
     let (if_match, dry_run) = preconditions(&req);
     let opts = ChangeOptions::asked(if_match.as_deref(), dry_run);
     let doc = (*entry.doc).clone();
-    let result = engine
-        .change_from(
-            Source::Rollback(entry.id),
-            |d| {
-                *d = doc;
-                Ok(())
-            },
-            opts,
-        )
-        .await;
+    let result = engine.replace(Source::Rollback(entry.id), doc, opts).await;
     change_answer(result, engine).await
 }

@@ -41,11 +41,7 @@ impl Engine {
             ..ChangeOptions::default()
         };
         let kept = doc.clone();
-        let replace = |d: &mut Value| {
-            *d = doc;
-            Ok(())
-        };
-        match self.change_from(Source::Fleet, replace, opts).await {
+        match self.replace(Source::Fleet, doc, opts).await {
             Ok(_) => tracing::info!(revision, "applied the fleet's configuration"),
             Err(e) => {
                 log_refusal(revision, &e);
@@ -59,6 +55,20 @@ impl Engine {
                     self.refuse(&mut current, kept, revision, e.to_string());
                 }
             }
+        }
+    }
+
+    /// Reads the fleet's newest document from etcd and applies it, without waiting for the watch: what a
+    /// change that lost the compare-and-swap builds on next.
+    pub(super) async fn catch_up(&self) {
+        let Some(fleet) = self.fleet() else { return };
+        match fleet.fetch(std::time::Duration::from_secs(3)).await {
+            Ok(Some((doc, revision))) => {
+                let text = serde_json::to_vec(&doc).unwrap_or_default();
+                self.adopt(&text, revision).await;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "cannot read the fleet's newest document"),
         }
     }
 

@@ -210,17 +210,7 @@ impl Engine {
             startup: true,
             ..ChangeOptions::default()
         };
-        let doc = initial.doc;
-        engine
-            .change_from(
-                initial.source,
-                |d| {
-                    *d = doc;
-                    Ok(())
-                },
-                opts,
-            )
-            .await?;
+        engine.replace(initial.source, initial.doc, opts).await?;
         Ok(engine)
     }
 
@@ -262,17 +252,57 @@ impl Engine {
     /// the history records it as a change through the API.
     pub async fn change(
         &self,
-        edit: impl FnOnce(&mut Value) -> Result<(), EditError>,
+        edit: impl Fn(&mut Value) -> Result<(), EditError>,
         opts: ChangeOptions<'_>,
     ) -> Result<Changed, ChangeError> {
         self.change_from(Source::Api, edit, opts).await
     }
 
+    /// Makes `doc` the whole document, from `source`.
+    pub async fn replace(
+        &self,
+        source: Source,
+        doc: Value,
+        opts: ChangeOptions<'_>,
+    ) -> Result<Changed, ChangeError> {
+        let edit = |d: &mut Value| {
+            d.clone_from(&doc);
+            Ok(())
+        };
+        self.change_from(source, edit, opts).await
+    }
+
     /// [`Engine::change`] from `source`, as the history records it.
+    ///
+    /// In a fleet, a change without `If-Match` that loses the compare-and-swap (another node wrote since this
+    /// one last heard) is made again on the fleet's newest document, as a change to a single server is made on
+    /// whatever document it has: only `If-Match` asks for a 412.
     pub async fn change_from(
         &self,
         source: Source,
-        edit: impl FnOnce(&mut Value) -> Result<(), EditError>,
+        edit: impl Fn(&mut Value) -> Result<(), EditError>,
+        opts: ChangeOptions<'_>,
+    ) -> Result<Changed, ChangeError> {
+        let mut attempts = 0;
+        loop {
+            let result = self.change_once(source, &edit, opts).await;
+            let retry = matches!(result, Err(ChangeError::Stale { .. }))
+                && opts.if_match.is_none()
+                && opts.adopt.is_none()
+                && attempts < MAX_REBASES;
+            if !retry {
+                return result;
+            }
+            attempts += 1;
+            // Boxed: catching up applies a document through this very path.
+            Box::pin(self.catch_up()).await;
+        }
+    }
+
+    async fn change_once(
+        &self,
+        source: Source,
+        edit: &impl Fn(&mut Value) -> Result<(), EditError>,
         opts: ChangeOptions<'_>,
     ) -> Result<Changed, ChangeError> {
         let mut current = self.current.lock().await;
@@ -392,6 +422,10 @@ impl Engine {
         }
     }
 }
+
+/// How many times a change without `If-Match` is made again on a newer fleet document before its 412 is
+/// answered: each time another node won the race, so this bounds a write under a storm of others.
+const MAX_REBASES: u32 = 5;
 
 /// A strong ETag of the whole document: any change anywhere changes it, and the same document has the same
 /// ETag on every node of a fleet.

@@ -21,6 +21,10 @@ pub(crate) enum PublishError {
 const WRITE_DEADLINE: Duration = Duration::from_secs(6);
 /// How long it tries when this node has already lost etcd: the client is told soon that nothing changed.
 const WRITE_DEADLINE_UNLINKED: Duration = Duration::from_secs(1);
+/// How long one attempt may take: a request sent to a member that just died waits for nothing, and is sent
+/// again (to a member that answers) rather than waiting out the connection's own timeout. An attempt that
+/// landed without its answer is recognised by the next one.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1500);
 
 impl Fleet {
     /// Writes `doc` as the fleet's document if the key is still at `base` (its mod revision; `None`: the fleet
@@ -40,7 +44,14 @@ impl Fleet {
         let mut pause = Duration::from_millis(50);
         let mut retried = false;
         loop {
-            match self.try_publish(&text, base, retried).await {
+            let attempt =
+                tokio::time::timeout(ATTEMPT_TIMEOUT, self.try_publish(&text, base, retried));
+            let outcome = attempt.await.unwrap_or_else(|_| {
+                Err(PublishError::Unreachable(
+                    "etcd did not answer in time".to_owned(),
+                ))
+            });
+            match outcome {
                 Err(PublishError::Unreachable(why))
                     if tokio::time::Instant::now() + pause < deadline =>
                 {

@@ -44,7 +44,7 @@ impl Fleet {
     pub(crate) async fn view(&self) -> Value {
         let link = self.link.borrow().clone();
         let mut etcd = json!({"connected": link.connected, "error": link.error});
-        let reading = match tokio::time::timeout(READ_TIMEOUT, self.read()).await {
+        let reading = match tokio::time::timeout(READ_TIMEOUT, self.read_again()).await {
             Ok(Ok(r)) => Some(r),
             Ok(Err(e)) => {
                 etcd["error"] = json!(e.to_string());
@@ -81,6 +81,14 @@ impl Fleet {
             "revision": revision,
             "nodes": nodes,
         })
+    }
+
+    /// [`Fleet::read`], once more after a failure: the first request may have gone to a member that just died.
+    async fn read_again(&self) -> Result<Reading, ConnectError> {
+        match tokio::time::timeout(READ_TIMEOUT / 2, self.read()).await {
+            Ok(Ok(reading)) => Ok(reading),
+            _ => self.read().await,
+        }
     }
 
     pub(super) async fn read(&self) -> Result<Reading, ConnectError> {
