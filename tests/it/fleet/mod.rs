@@ -17,6 +17,7 @@ mod node;
 mod outages;
 mod rolling;
 mod secured;
+mod slow_link;
 mod under_load;
 
 use std::collections::BTreeMap;

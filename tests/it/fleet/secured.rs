@@ -206,6 +206,13 @@ fn nodes_share_a_change_through_etcd_over_tls_with_a_user_and_a_wrong_password_i
 
     let a = node(&etcd, "a", ns_a, "password", &["--config", "EMPTY"]);
     let b = node(&etcd, "b", ns_b, "password", &[]);
+    // `?wait=fleet` waits for the nodes live in etcd: b's report must be there first.
+    for n in [&a, &b] {
+        wait_for(&format!("{} to see a and b live", n.name), || {
+            let view = n.fleet();
+            ["a", "b"].iter().all(|m| view["nodes"][m]["live"] == true)
+        });
+    }
     let (status, body) = a.put(&doc("v1"), None, "?wait=fleet");
     assert_eq!(status, 200, "{body}");
     assert_eq!(names(&body["fleet"]["applied"]), ["a", "b"], "{body}");
