@@ -177,3 +177,25 @@ fn with_etcd_stopped_an_upload_is_refused_and_no_node_has_it() {
     let key = format!("/rein/{}/certificates/{BUNDLE}", fleet.name);
     assert_eq!(fleet.etcd.get(&key), None, "the bundle's key in etcd");
 }
+
+/// A bundle uploaded through c and, at once, a document naming it written through c: every node applies the
+/// document (the bundle reaches each before the document, through the one watch) and serves the bundle.
+#[test]
+fn a_bundle_reaches_every_node_before_the_document_that_names_it() {
+    let Some(fleet) = Fleet::start("certs-order") else {
+        return;
+    };
+    let c = &fleet.nodes[2];
+    let ca = Ca::new();
+    let pem = ca.bundle(&[HOST], Alg::Rsa);
+    let (status, body) = upload(c, &pem);
+    assert_eq!(status, 200, "upload through c: {body}");
+    let (status, body) = c.put(&doc_with_tls("tls"), None, "?wait=fleet");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&body["fleet"]["applied"]), ["a", "b", "c"], "{body}");
+    assert_eq!(body["fleet"]["refused"], json!({}), "{body}");
+    let leaf = leaf_of(&pem);
+    for node in &fleet.nodes {
+        serves_leaf(node, &ca, &leaf);
+    }
+}
