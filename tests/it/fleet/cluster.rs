@@ -278,7 +278,7 @@ fn etcdctl(endpoints: &str, args: &[&str]) -> Output {
 /// A port free now, below the kernel's ephemeral range: a port from that range, released, may be taken as the
 /// source port of any outgoing connection (etcd's own, between members of another test's cluster) before etcd
 /// binds it. Candidates are spread by the test process's pid, so that parallel runs rarely try the same ones.
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()

@@ -1,16 +1,23 @@
 //! Fleets: three rein nodes sharing one configuration through a real 3-member etcd cluster, each node in a
 //! network namespace of its own, under the faults a fleet must survive (a node that cannot apply a change, the
-//! etcd leader killed, all of etcd stopped, a compaction past a node's revision, all of it under load).
+//! etcd leader killed, all of etcd stopped, a compaction past a node's revision, all of it under load); the
+//! fleet's certificates, rolling reloads, an etcd over TLS with users, and ACME with Pebble.
 //!
 //! These tests need root (network namespaces) and Debian's `etcd-server`, `etcd-client` and `iproute2`
-//! (scripts/test.sh installs them); without them they say why and pass.
+//! (scripts/test.sh installs them); without them they say why and pass. The ACME test also needs Pebble (see
+//! tests/it/tls/pebble.rs), and the rolling reloads Node.js.
 
+mod acme;
+mod certificates;
 mod changes;
 mod cluster;
 mod harness_check;
 mod netns;
 mod node;
 mod outages;
+mod rolling;
+mod secured;
+mod slow_link;
 mod under_load;
 
 use std::collections::BTreeMap;

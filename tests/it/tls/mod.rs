@@ -2,7 +2,7 @@
 //! and the scheme every action sees.
 
 mod acme;
-mod pebble;
+pub(crate) mod pebble;
 pub(crate) mod pki;
 
 use std::net::SocketAddr;

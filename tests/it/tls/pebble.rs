@@ -1,11 +1,11 @@
 //! Pebble, Let's Encrypt's test CA, run by the ACME tests: its binaries (installed by scripts/test.sh into
 //! `target/tools/`, or here with `go install` if Go is there), a configuration made per test, and
-//! pebble-challtestsrv as its DNS server, answering 127.0.0.1 for every name so that its HTTP-01 and TLS-ALPN-01
-//! validations reach rein's listeners.
+//! pebble-challtestsrv as its DNS server, answering 127.0.0.1 (or the address a test gives) for every name so
+//! that its HTTP-01 and TLS-ALPN-01 validations reach rein's listeners.
 //!
 //! Pebble cannot bind port 0, so its ports are found free by binding 0 and releasing the port.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -94,6 +94,19 @@ impl Pebble {
         tls_port: u16,
         validity: u64,
     ) -> Option<Pebble> {
+        Pebble::start_answering(dir, http_port, tls_port, validity, Ipv4Addr::LOCALHOST)
+    }
+
+    /// Starts Pebble with its DNS server answering `address` for every name: it validates HTTP-01 on
+    /// `address:http_port` and TLS-ALPN-01 on `address:tls_port` (a fleet node in a network namespace of its
+    /// own, rather than the host's loopback).
+    pub fn start_answering(
+        dir: &Path,
+        http_port: u16,
+        tls_port: u16,
+        validity: u64,
+        address: Ipv4Addr,
+    ) -> Option<Pebble> {
         let bin = binaries()?;
         let https_ca = Ca::new();
         let (cert, key) = https_ca.leaf(&["localhost"], Alg::Ecdsa, (-1, 30));
@@ -126,7 +139,7 @@ impl Pebble {
                 .unwrap()
         };
         let dns_server = Command::new(bin.join("pebble-challtestsrv"))
-            .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
+            .args(["-defaultIPv4", &address.to_string(), "-defaultIPv6", ""])
             .args(["-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""])
             .args(["-dnsserver", &format!("127.0.0.1:{dns}")])
             .args(["-management", &format!("127.0.0.1:{}", free_port())])

@@ -143,6 +143,12 @@ impl TlsConn {
             .unwrap_or_default()
     }
 
+    /// The certificate the server presented (its leaf), DER.
+    pub fn peer_leaf(&self) -> Vec<u8> {
+        let certs = self.stream.get_ref().conn.peer_certificates().unwrap();
+        certs[0].to_vec()
+    }
+
     pub fn alpn(&self) -> Option<Vec<u8>> {
         self.stream
             .get_ref()
