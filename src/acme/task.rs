@@ -121,6 +121,7 @@ impl Task {
         let mut next = now + LONGEST_SLEEP;
         for (name, managed) in &conf.certificates {
             let current = self.engine.certificate(name).await;
+            self.forget_failure_if_served(name, managed, current.as_deref(), conf);
             let due = self.due(name, managed, current.as_deref(), conf);
             self.show(name, managed, current.as_deref(), due);
             if due > now {
@@ -138,6 +139,28 @@ impl Task {
             return Some(0);
         }
         Some((next - now).max(1))
+    }
+
+    /// Forgets this node's failures for `name` once a bundle that is not due serves it: one another node of
+    /// the fleet issued (this node's own orders may have failed, e.g. when only some nodes reach the CA).
+    fn forget_failure_if_served(
+        &mut self,
+        name: &str,
+        managed: &Managed,
+        current: Option<&Bundle>,
+        conf: &AcmeConf,
+    ) {
+        let fresh = current.is_some_and(|b| {
+            covers(b, managed)
+                && schedule::renewal_due(b.not_before(), b.not_after(), conf.renew_before)
+                    > crate::tls::now()
+        });
+        if fresh && self.failures.remove(name).is_some() {
+            tracing::info!(
+                certificate = name,
+                "ACME: a fresh certificate serves; earlier failures forgotten"
+            );
+        }
     }
 
     /// When `name` is next to be (re)issued: now if there is no usable bundle for its names, else when its

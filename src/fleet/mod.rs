@@ -185,6 +185,7 @@ mod tests {
             format!("{}outcomes/n1", fleet.keys.root),
             format!("{}tok", fleet.challenges_prefix()),
             format!("{}acme/locks/site/1", fleet.keys.root),
+            format!("{}n1", fleet.acks_prefix("tok")),
             "/rein/web2/config".to_owned(),
             "/rein/we/config".to_owned(),
         ] {

@@ -249,8 +249,6 @@ const SLOW_LINK: Duration = Duration::from_millis(500);
 /// The HTTP-01 token must reach the node the CA asks before the CA asks: b learns of etcd's events half a
 /// second late (a slow link to etcd), the CA validates through b, and a's first order must succeed.
 #[test]
-#[ignore = "fails: the ordering node tells the CA to validate as soon as it has put the token in etcd, \
-            before the other nodes have it (run with --ignored)"]
 fn acme_in_a_fleet_the_token_reaches_a_slow_node_before_the_ca_looks() {
     if let Some(why) = cannot_run() {
         eprintln!("\n*** SKIPPED: {why} ***\n");
