@@ -98,19 +98,11 @@ impl Fleet {
 
 /// Answers the fleet's tokens on this node's listeners until `stop`.
 pub(super) async fn follow(fleet: &Fleet, engine: &Engine, stop: &CancellationToken) {
-    let mut pause = Duration::from_millis(100);
-    loop {
-        let failed = tokio::select! {
-            failed = mirror(fleet, engine) => failed,
-            () = stop.cancelled() => return,
-        };
-        tracing::debug!(error = %failed, "lost the fleet's ACME tokens; following them again");
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = stop.cancelled() => return,
-        }
-        pause = (pause * 2).min(Duration::from_secs(2));
-    }
+    let failed = |e: ConnectError| {
+        tracing::debug!(error = %e, "lost the fleet's ACME tokens; following them again");
+        false
+    };
+    super::keep_following(stop, || mirror(fleet, engine), failed).await;
 }
 
 /// Reads the tokens, then follows them; returns why it stopped.

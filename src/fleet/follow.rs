@@ -6,8 +6,6 @@
 //! the key instead. A node that never saw the fleet's document reads it; when the fleet has none yet, the node
 //! publishes its own, so the first node of a fleet seeds it.
 
-use std::time::Duration;
-
 use etcd_client::{EventType, GetOptions, WatchOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -16,26 +14,18 @@ use crate::engine::Engine;
 
 /// Follows the fleet's document until `stop`, reconnecting after each failure.
 pub(super) async fn run(fleet: &Fleet, engine: &Engine, stop: &CancellationToken) {
-    let mut pause = Duration::from_millis(100);
-    loop {
-        let failed = tokio::select! {
-            failed = follow(fleet, engine) => failed,
-            () = stop.cancelled() => return,
-        };
-        if fleet.link.borrow().connected {
-            tracing::warn!(error = %failed, "lost etcd; serving the last applied configuration");
-            pause = Duration::from_millis(100);
+    let failed = |e: ConnectError| {
+        let was_connected = fleet.link.borrow().connected;
+        if was_connected {
+            tracing::warn!(error = %e, "lost etcd; serving the last applied configuration");
         }
         fleet.set_link(Link {
             connected: false,
-            error: Some(failed.to_string()),
+            error: Some(e.to_string()),
         });
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = stop.cancelled() => return,
-        }
-        pause = (pause * 2).min(Duration::from_secs(2));
-    }
+        was_connected
+    };
+    super::keep_following(stop, || follow(fleet, engine), failed).await;
 }
 
 /// Watches until the connection fails; returns why.

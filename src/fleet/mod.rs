@@ -21,6 +21,7 @@ mod rolling;
 mod view;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -139,6 +140,34 @@ impl Fleet {
             edit(r);
             r.touch();
         });
+    }
+}
+
+/// Runs `follow` (a watch that returns only when it fails, with why) again after each failure until `stop`,
+/// pausing between tries from 0.1 s, doubling up to 2 s. `failed` hears each failure, and says whether the
+/// pause starts over (the watch had been working).
+async fn keep_following<F, Fut>(
+    stop: &CancellationToken,
+    mut follow: F,
+    mut failed: impl FnMut(ConnectError) -> bool,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ConnectError>,
+{
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let error = tokio::select! {
+            error = follow() => error,
+            () = stop.cancelled() => return,
+        };
+        if failed(error) {
+            pause = Duration::from_millis(100);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = stop.cancelled() => return,
+        }
+        pause = (pause * 2).min(Duration::from_secs(2));
     }
 }
 

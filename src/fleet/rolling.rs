@@ -147,19 +147,11 @@ fn order_id() -> String {
 
 /// Carries out the orders addressed to this node until `stop`, reconnecting after each failure.
 pub(super) async fn carry_out(fleet: &Fleet, engine: &Engine, stop: &CancellationToken) {
-    let mut pause = Duration::from_millis(100);
-    loop {
-        let failed = tokio::select! {
-            failed = follow_orders(fleet, engine) => failed,
-            () = stop.cancelled() => return,
-        };
-        tracing::debug!(error = %failed, "lost the fleet's orders; following them again");
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = stop.cancelled() => return,
-        }
-        pause = (pause * 2).min(Duration::from_secs(2));
-    }
+    let failed = |e: ConnectError| {
+        tracing::debug!(error = %e, "lost the fleet's orders; following them again");
+        false
+    };
+    super::keep_following(stop, || follow_orders(fleet, engine), failed).await;
 }
 
 /// Watches this node's order key from now: orders given while the node was away are not carried out late.
